@@ -1,0 +1,63 @@
+//! tickd's domain: schedules, clocks and the clock registry, as a pure and
+//! deterministic state machine.
+//!
+//! # Role
+//!
+//! tickd replicates its clock registry through Raft: every node appends the
+//! same [`Command`]s to its log and applies them, in log order, to its own
+//! [`Registry`]. For the replicas to agree, [`Registry::apply`] must compute
+//! the same [`Outcome`] and the same next state on every node, today and after
+//! a replay from a snapshot. This crate is that state machine and the types it
+//! speaks, and nothing else:
+//!
+//! - [`Schedule`] parses and checks schedule literals (`every.5.seconds`,
+//!   `@never`) and computes their epoch-aligned tick instants.
+//! - [`Clock`] and its parts ([`ClockId`], [`ClockStatus`], [`Channel`],
+//!   [`QueueId`]) are the resources the API shows; [`validate_name`] bounds
+//!   names so RabbitMQ queue names stay within 255 bytes.
+//! - [`Registry`] holds the clocks and applies [`Command`]s.
+//! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`.
+//!
+//! # Invariants
+//!
+//! - **Pure.** Nothing here reads a clock, draws a random number, does I/O or
+//!   awaits. Whatever is non-deterministic (clock ids, queue ids, the
+//!   current time, configured limits) is decided by the proposing node and
+//!   carried inside the command.
+//! - **Refusals are outcomes.** An unknown id, a reached limit or an invalid
+//!   name is a valid, deterministic result of applying a command
+//!   ([`Outcome::NotFound`], [`Outcome::LimitReached`], [`Outcome::Rejected`]),
+//!   never a panic or an error that a replica could handle differently.
+//! - **One clock per (name, schedule literal) pair**, whatever the number of
+//!   concurrent registrations: the first applied creates it, the others join
+//!   it.
+//! - **Deterministic order.** Clocks are kept in a `BTreeMap` by id, so lists
+//!   and snapshots come out in the same order on every node.
+//! - **No panics on input.** Parsing and instant arithmetic are checked; the
+//!   crate has no `unwrap` outside tests.
+//!
+//! # Neighbours
+//!
+//! The Raft state machine (`tickd-raft`) applies commands and snapshots the
+//! registry through its serde form; the REST API (`tickd-api`) parses
+//! schedules, names and list queries with this crate before proposing, maps
+//! its errors to 400s and outcomes to responses; the tick engine computes due
+//! instants with [`Schedule::next_instant_after`] and
+//! [`Schedule::instants_in`] from a `now` it is given.
+
+mod clock;
+mod excerpt;
+mod filter;
+mod registry;
+mod schedule;
+
+pub use clock::{
+    Channel, Clock, ClockId, ClockStatus, MAX_NAME_BYTES, NameError, QueueId, StatusError,
+    validate_name,
+};
+pub use excerpt::{EXCERPT_CHARS, Excerpt};
+pub use filter::{ClockFilter, Criterion, FilterError};
+pub use registry::{Command, Outcome, Registry, SnapshotError};
+pub use schedule::{
+    LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
+};
