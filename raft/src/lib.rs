@@ -1,0 +1,49 @@
+//! tickd's consensus layer: the Raft type configuration, the replicated state's read model,
+//! the authenticated HTTP network between nodes, and [`Replica`], the one handle the rest of
+//! the node uses to write and to read linearizably.
+//!
+//! # Role
+//!
+//! openraft does the protocol. This crate supplies what openraft leaves to the application,
+//! except storage (the `tickd-storage` crate, which depends on this one for [`TypeConfig`]):
+//!
+//! * [`TypeConfig`]: log entries carry a [`tickd_domain::Command`]; applying one yields a
+//!   [`Response`]; nodes are addressed by [`NodeAddr`] (API and Raft addresses), so every node
+//!   learns every other node's API address from the membership itself.
+//! * [`network`]: the client side of the Raft RPCs, one pooled `reqwest::Client` per process.
+//!   A refused connection is reported as `Unreachable`, so openraft backs off instead of
+//!   hammering a dead peer.
+//! * [`rpc`]: the server side, an axum router on the node's Raft address. Every request must
+//!   carry the cluster secret ([`secret`]); one without it is refused with 403 before it is
+//!   parsed, so it cannot change anything.
+//! * [`Replica`]: proposes commands, forwarding them to the leader when this node is not it,
+//!   and makes local reads linearizable with a read index obtained from the leader.
+//!
+//! # Invariants
+//!
+//! * A command is proposed by exactly one leader. A follower never re-forwards what it
+//!   receives on its internal write route, so two nodes with stale views cannot bounce a
+//!   request between them: the hop limit is one by construction.
+//! * A read served after [`Replica::linearize`] returns reflects every write acknowledged
+//!   anywhere before the read began.
+//!
+//! # Neighbours
+//!
+//! Above: `tickd-api` (HTTP routes) and the `tickd` binary, which wires storage, network and
+//! API together. Below: `tickd-domain`, the pure registry this state machine replicates.
+
+pub mod network;
+pub mod replica;
+pub mod rpc;
+pub mod secret;
+pub mod state;
+pub mod status;
+pub mod timing;
+mod types;
+
+pub use replica::{Replica, ReplicaError};
+pub use state::{ReplicatedState, StateHandle};
+pub use types::{NodeAddr, NodeId, Response, TypeConfig};
+
+/// The openraft instance of tickd.
+pub type Raft = openraft::Raft<TypeConfig>;

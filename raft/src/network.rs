@@ -1,0 +1,248 @@
+//! The client side of node-to-node traffic: Raft RPCs and the internal routes.
+//!
+//! One [`PeerTransport`] per process holds the pooled `reqwest::Client`; openraft's
+//! per-peer [`PeerConnection`]s and the [`Replica`](crate::Replica)'s forwarding share it, so
+//! connections to a peer are reused by every kind of traffic.
+
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::secret::{ClusterSecret, SECRET_HEADER};
+use crate::{NodeAddr, NodeId, TypeConfig};
+
+/// Path of the append-entries RPC.
+pub const APPEND_PATH: &str = "/raft/append";
+/// Path of the vote RPC.
+pub const VOTE_PATH: &str = "/raft/vote";
+/// Path of the install-snapshot RPC (one chunk per request).
+pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
+/// Path on which the leader accepts commands forwarded by followers.
+pub const WRITE_PATH: &str = "/internal/write";
+/// Path on which the leader hands out read indexes to followers.
+pub const READ_INDEX_PATH: &str = "/internal/read-index";
+/// Path on which every node describes itself.
+pub const STATUS_PATH: &str = "/internal/status";
+
+/// How long a new connection to a peer may take before the peer counts as unreachable. Peers
+/// are on a local network; a slower connect means the peer is down or stopped.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Why a call to a peer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// No connection could be made, or the peer did not answer in time: it is down, stopped
+    /// or cut off. Callers back off.
+    #[error("peer {addr} is unreachable: {source}")]
+    Unreachable {
+        /// The peer's address.
+        addr: String,
+        /// What the HTTP client reported.
+        source: reqwest::Error,
+    },
+    /// The peer answered with an HTTP error: a wrong cluster secret or a request it could not
+    /// parse. Both mean misconfiguration or version skew, not a transient fault.
+    #[error("peer {addr} refused the request with HTTP {status}: {message}")]
+    Refused {
+        /// The peer's address.
+        addr: String,
+        /// The HTTP status.
+        status: u16,
+        /// The body of the refusal.
+        message: String,
+    },
+    /// The peer answered 200 with a body that does not decode.
+    #[error("peer {addr} sent an answer that does not decode: {source}")]
+    Garbled {
+        /// The peer's address.
+        addr: String,
+        /// The decoding error.
+        source: reqwest::Error,
+    },
+}
+
+/// The pooled HTTP client for all node-to-node calls.
+#[derive(Clone, Debug)]
+pub struct PeerTransport {
+    client: reqwest::Client,
+    secret: ClusterSecret,
+}
+
+impl PeerTransport {
+    /// Builds the process-wide client. No proxy is consulted: node-to-node traffic must never
+    /// be diverted by an `HTTP_PROXY` variable meant for something else.
+    pub fn new(secret: ClusterSecret) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()?;
+        Ok(Self { client, secret })
+    }
+
+    /// POSTs `body` as JSON to `http://{addr}{path}` and decodes the JSON answer.
+    pub async fn post<Req, Resp>(
+        &self,
+        addr: &str,
+        path: &str,
+        body: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, TransportError>
+    where
+        Req: Serialize + ?Sized,
+        Resp: DeserializeOwned,
+    {
+        let request = self.client.post(format!("http://{addr}{path}")).json(body);
+        self.send(addr, request, timeout).await
+    }
+
+    /// GETs `http://{addr}{path}` and decodes the JSON answer.
+    pub async fn get<Resp>(
+        &self,
+        addr: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Resp, TransportError>
+    where
+        Resp: DeserializeOwned,
+    {
+        let request = self.client.get(format!("http://{addr}{path}"));
+        self.send(addr, request, timeout).await
+    }
+
+    async fn send<Resp: DeserializeOwned>(
+        &self,
+        addr: &str,
+        request: reqwest::RequestBuilder,
+        timeout: Duration,
+    ) -> Result<Resp, TransportError> {
+        let unreachable = |source| TransportError::Unreachable {
+            addr: addr.to_string(),
+            source,
+        };
+        let response = request
+            .header(SECRET_HEADER, self.secret.expose())
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = response.status();
+        if !status.is_success() {
+            let message = response.text().await.unwrap_or_default();
+            return Err(TransportError::Refused {
+                addr: addr.to_string(),
+                status: status.as_u16(),
+                message,
+            });
+        }
+        response.json().await.map_err(|source| {
+            if source.is_timeout() {
+                unreachable(source)
+            } else {
+                TransportError::Garbled {
+                    addr: addr.to_string(),
+                    source,
+                }
+            }
+        })
+    }
+}
+
+/// openraft's factory of peer connections.
+#[derive(Clone, Debug)]
+pub struct PeerNetwork {
+    transport: PeerTransport,
+}
+
+impl PeerNetwork {
+    /// A network that sends every RPC through `transport`.
+    pub fn new(transport: PeerTransport) -> Self {
+        Self { transport }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
+    type Network = PeerConnection;
+
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> PeerConnection {
+        PeerConnection {
+            target,
+            addr: node.raft.clone(),
+            transport: self.transport.clone(),
+        }
+    }
+}
+
+/// The RPC channel to one peer.
+#[derive(Debug)]
+pub struct PeerConnection {
+    target: NodeId,
+    addr: String,
+    transport: PeerTransport,
+}
+
+impl PeerConnection {
+    async fn call<Req, Resp, E>(
+        &self,
+        path: &str,
+        rpc: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<NodeId, NodeAddr, RaftError<NodeId, E>>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let answer: Result<Resp, RaftError<NodeId, E>> = self
+            .transport
+            .post(&self.addr, path, rpc, option.hard_ttl())
+            .await
+            .map_err(|error| match &error {
+                // A dead, stopped or misconfigured peer: openraft should back off.
+                TransportError::Unreachable { .. } | TransportError::Refused { .. } => {
+                    RPCError::Unreachable(Unreachable::new(&error))
+                }
+                TransportError::Garbled { .. } => RPCError::Network(NetworkError::new(&error)),
+            })?;
+        answer.map_err(|remote| RPCError::RemoteError(RemoteError::new(self.target, remote)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerConnection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        self.call(APPEND_PATH, &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.call(SNAPSHOT_PATH, &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
+        self.call(VOTE_PATH, &rpc, &option).await
+    }
+}

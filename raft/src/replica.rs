@@ -1,0 +1,232 @@
+//! [`Replica`]: write anywhere, read anywhere.
+//!
+//! A write is proposed locally when this node leads and forwarded to the leader's internal
+//! write route otherwise. While an election runs there is no leader to forward to, so the
+//! replica retries with capped exponential backoff until the forwarding deadline; then the
+//! caller gets [`ReplicaError::NoLeader`], which the API turns into a 503 with `Retry-After`.
+//!
+//! A read is made linearizable with a read index: the leader confirms it still leads with a
+//! quorum and names its commit index; this node waits until it has applied that index and then
+//! reads its own copy. Reads cost one round trip to the leader and no log write.
+
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
+use tickd_domain::{Command, Outcome};
+use tokio::time::{Instant, sleep};
+
+use crate::network::{PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH};
+use crate::status::NodeStatus;
+use crate::{NodeAddr, NodeId, Raft, Response, StateHandle};
+
+/// The first pause before retrying when no leader is known; it doubles up to
+/// [`MAX_RETRY_BACKOFF`].
+const FIRST_RETRY_BACKOFF: Duration = Duration::from_millis(25);
+/// The longest pause between two attempts: an election takes about a second, so waiting
+/// longer than this between attempts would only add latency.
+const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(400);
+
+/// Why a write or a linearizable read could not be served.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReplicaError {
+    /// No leader accepted the request before the forwarding deadline.
+    #[error(
+        "no leader could be reached within {} ms ({reason}); the cluster is electing a \
+         leader or has lost its majority, retry shortly",
+        waited.as_millis()
+    )]
+    NoLeader {
+        /// How long the replica tried.
+        waited: Duration,
+        /// The last obstacle, for the operator.
+        reason: String,
+    },
+    /// The local Raft node has stopped (shutdown or a storage failure).
+    #[error("this node's consensus module has stopped: {0}")]
+    Stopped(String),
+}
+
+/// This node's handle on the cluster: propose, read, inspect.
+#[derive(Clone)]
+pub struct Replica {
+    id: NodeId,
+    raft: Raft,
+    state: StateHandle,
+    transport: PeerTransport,
+    deadline: Duration,
+}
+
+/// How the leader's internal write route says no.
+type WriteRefusal = RaftError<NodeId, ClientWriteError<NodeId, NodeAddr>>;
+/// How the leader's read-index route says no.
+type ReadRefusal = RaftError<NodeId, CheckIsLeaderError<NodeId, NodeAddr>>;
+
+/// The result of one attempt: either final, or worth retrying for the given reason.
+enum Attempt<T> {
+    Done(Result<T, ReplicaError>),
+    Retry(String),
+}
+
+impl Replica {
+    /// Wires a replica. `deadline` bounds how long one write or read may wait for a leader.
+    pub fn new(
+        id: NodeId,
+        raft: Raft,
+        state: StateHandle,
+        transport: PeerTransport,
+        deadline: Duration,
+    ) -> Self {
+        Self {
+            id,
+            raft,
+            state,
+            transport,
+            deadline,
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The local openraft instance.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// The applied state. Reads from it are linearizable only after [`Self::linearize`].
+    pub fn state(&self) -> &StateHandle {
+        &self.state
+    }
+
+    /// The transport shared with the Raft network.
+    pub fn transport(&self) -> &PeerTransport {
+        &self.transport
+    }
+
+    /// Commits `command` through the leader and returns the registry's outcome.
+    pub async fn write(&self, command: Command) -> Result<Outcome, ReplicaError> {
+        let response = self
+            .with_retries(|remaining| self.try_write(command.clone(), remaining))
+            .await?;
+        response.outcome.ok_or_else(|| {
+            ReplicaError::Stopped("the state machine returned no outcome for a command".into())
+        })
+    }
+
+    /// Returns once this node has applied every write acknowledged before the call.
+    pub async fn linearize(&self) -> Result<(), ReplicaError> {
+        let index = self
+            .with_retries(|remaining| self.try_read_index(remaining))
+            .await?;
+        let Some(index) = index else {
+            return Ok(());
+        };
+        self.raft
+            .wait(Some(self.deadline))
+            .applied_index_at_least(Some(index), "linearizable read")
+            .await
+            .map(|_| ())
+            .map_err(|error| ReplicaError::NoLeader {
+                waited: self.deadline,
+                reason: format!("applying up to the read index {index}: {error}"),
+            })
+    }
+
+    /// Asks a peer for its own status.
+    pub async fn peer_status(
+        &self,
+        node: &NodeAddr,
+        timeout: Duration,
+    ) -> Result<NodeStatus, TransportError> {
+        self.transport.get(&node.raft, STATUS_PATH, timeout).await
+    }
+
+    async fn with_retries<T, F, Fut>(&self, mut attempt: F) -> Result<T, ReplicaError>
+    where
+        F: FnMut(Duration) -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        let started = Instant::now();
+        let give_up_at = started + self.deadline;
+        let mut backoff = FIRST_RETRY_BACKOFF;
+        loop {
+            let remaining = give_up_at.saturating_duration_since(Instant::now());
+            let reason = match attempt(remaining).await {
+                Attempt::Done(result) => return result,
+                Attempt::Retry(reason) => reason,
+            };
+            if Instant::now() + backoff >= give_up_at {
+                return Err(ReplicaError::NoLeader {
+                    waited: started.elapsed(),
+                    reason,
+                });
+            }
+            tracing::debug!(%reason, backoff_ms = backoff.as_millis() as u64, "retrying");
+            sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
+        }
+    }
+
+    async fn try_write(&self, command: Command, remaining: Duration) -> Attempt<Response> {
+        match self.raft.client_write(command.clone()).await {
+            Ok(written) => Attempt::Done(Ok(written.data)),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                let Some(leader) = self.remote_leader(&forward) else {
+                    return Attempt::Retry("no leader is known".into());
+                };
+                let answer: Result<Result<Response, WriteRefusal>, TransportError> = self
+                    .transport
+                    .post(&leader.raft, WRITE_PATH, &command, remaining)
+                    .await;
+                match answer {
+                    Ok(Ok(response)) => Attempt::Done(Ok(response)),
+                    Ok(Err(error)) => Attempt::Retry(format!("the leader declined: {error}")),
+                    Err(error) => Attempt::Retry(error.to_string()),
+                }
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(error))) => {
+                Attempt::Retry(error.to_string())
+            }
+            Err(RaftError::Fatal(fatal)) => {
+                Attempt::Done(Err(ReplicaError::Stopped(fatal.to_string())))
+            }
+        }
+    }
+
+    async fn try_read_index(&self, remaining: Duration) -> Attempt<Option<u64>> {
+        match self.raft.get_read_log_id().await {
+            Ok((read_log_id, _applied)) => Attempt::Done(Ok(read_log_id.map(|id| id.index))),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {
+                let Some(leader) = self.remote_leader(&forward) else {
+                    return Attempt::Retry("no leader is known".into());
+                };
+                let answer: Result<Result<Option<u64>, ReadRefusal>, TransportError> = self
+                    .transport
+                    .post(&leader.raft, READ_INDEX_PATH, &(), remaining)
+                    .await;
+                match answer {
+                    Ok(Ok(index)) => Attempt::Done(Ok(index)),
+                    Ok(Err(error)) => Attempt::Retry(format!("the leader declined: {error}")),
+                    Err(error) => Attempt::Retry(error.to_string()),
+                }
+            }
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(error))) => {
+                Attempt::Retry(error.to_string())
+            }
+            Err(RaftError::Fatal(fatal)) => {
+                Attempt::Done(Err(ReplicaError::Stopped(fatal.to_string())))
+            }
+        }
+    }
+
+    /// The leader named by a `ForwardToLeader` error, unless it is unknown or this node
+    /// itself (a node that just lost leadership may still name itself).
+    fn remote_leader(&self, forward: &ForwardToLeader<NodeId, NodeAddr>) -> Option<NodeAddr> {
+        match (forward.leader_id, &forward.leader_node) {
+            (Some(leader), Some(node)) if leader != self.id => Some(node.clone()),
+            _ => None,
+        }
+    }
+}

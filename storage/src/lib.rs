@@ -1,0 +1,120 @@
+//! Durable storage for a tickd node: the Raft log in RocksDB and the state machine.
+//!
+//! # Layout on disk
+//!
+//! Under a node's data directory:
+//!
+//! * `raft/` — one RocksDB database with two column families: `log` (entries keyed by their
+//!   big-endian index, so iteration order is log order) and `meta` (the vote, the last purged
+//!   log id and the committed log id).
+//! * `snapshot/current` — the latest state machine snapshot, replaced atomically.
+//!
+//! # Durability, stated per operation
+//!
+//! * [`LogStore::append`](openraft::storage::RaftLogStorage::append) writes the entries to
+//!   RocksDB (readable at once) and hands openraft's flush callback to the [`wal_sync`]
+//!   thread, which calls it only after the write-ahead log has been fsynced. Appends that
+//!   arrive while an fsync runs share the next one: under load, one fsync covers many
+//!   entries, and no fsync ever blocks an async worker thread.
+//! * `save_vote` returns only after the vote is fsynced, through the same thread.
+//! * `truncate`, `purge` and `save_committed` are written but not fsynced by themselves. The
+//!   write-ahead log is sequential, so the next fsync covers them and a crash can only lose a
+//!   suffix of them, which Raft tolerates: a truncation that is lost leaves uncommitted entries
+//!   the leader will truncate again; a lost purge leaves entries that are already in the
+//!   snapshot; a lost committed index is learnt again from the leader.
+//!
+//! # State machine persistence: rebuilt from a persisted snapshot
+//!
+//! The state machine lives in memory ([`tickd_raft::StateHandle`]); `apply` never touches the
+//! disk, which keeps it fast and deterministic. What makes it durable is the pair of
+//! (a) the snapshot file, written with write-to-temporary, fsync, rename, fsync-directory
+//! before openraft may purge the log behind it, and (b) the log itself, fsynced on append.
+//! On start-up the node loads the snapshot and openraft re-applies the log entries after it
+//! up to the saved committed index (and the rest once a leader confirms them). So a restart
+//! recovers every applied entry, because each is either in the snapshot or in the durable log
+//! behind it, and nothing more, because only committed entries are ever applied.
+//!
+//! Snapshots are built from a copy of the state taken under the state machine's lock, never
+//! from the live map, sent to followers in 1 MiB chunks by openraft, and installed by writing
+//! the snapshot file first and swapping the in-memory state second.
+
+#![allow(
+    clippy::result_large_err,
+    reason = "openraft's storage traits fix StorageError as the error type; the helpers return it \
+              as is rather than boxing it only to unbox it at every trait method"
+)]
+
+mod keys;
+mod log_store;
+mod snapshot_file;
+mod state_machine;
+pub mod wal_sync;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rocksdb::{ColumnFamilyDescriptor, DB, Options};
+use tickd_raft::StateHandle;
+
+pub use log_store::{LogReader, LogStore};
+pub use state_machine::{SnapshotBuilder, StateMachine};
+
+/// Why the storage could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// RocksDB refused to open the database.
+    #[error("cannot open the Raft log at {path}: {source}")]
+    Log {
+        /// The database directory.
+        path: PathBuf,
+        /// RocksDB's reason.
+        source: rocksdb::Error,
+    },
+    /// The snapshot on disk could not be read or decoded.
+    #[error("cannot load the snapshot at {path}: {reason}")]
+    Snapshot {
+        /// The snapshot file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A directory could not be created.
+    #[error("cannot create {path}: {source}")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Opens (or creates) a node's storage under `data_dir` and returns the log store, the state
+/// machine, and the handle through which the rest of the node reads the applied state.
+pub fn open(data_dir: &Path) -> Result<(LogStore, StateMachine, StateHandle), OpenError> {
+    let db = open_db(&data_dir.join("raft"))?;
+    let log = LogStore::new(db)?;
+    let snapshot_dir = data_dir.join("snapshot");
+    std::fs::create_dir_all(&snapshot_dir).map_err(|source| OpenError::Directory {
+        path: snapshot_dir.clone(),
+        source,
+    })?;
+    let state_machine = StateMachine::open(snapshot_dir)?;
+    let handle = state_machine.handle();
+    Ok((log, state_machine, handle))
+}
+
+fn open_db(path: &Path) -> Result<Arc<DB>, OpenError> {
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.create_missing_column_families(true);
+    // The log is small and short-lived: entries are purged after every snapshot.
+    options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let families = [keys::LOG_CF, keys::META_CF]
+        .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+    DB::open_cf_descriptors(&options, path, families)
+        .map(Arc::new)
+        .map_err(|source| OpenError::Log {
+            path: path.to_path_buf(),
+            source,
+        })
+}

@@ -1,0 +1,82 @@
+//! Group commit: one thread that fsyncs RocksDB's write-ahead log for every waiter at once.
+//!
+//! Writers put their data into RocksDB first (unsynced, so it is readable at once) and then
+//! enqueue a [`Waiter`]. The thread takes every waiter queued so far, fsyncs the WAL once and
+//! completes them all. While one fsync runs, the next batch accumulates: under load each fsync
+//! covers many appends, and the fsync never runs on an async worker thread.
+//!
+//! The queue is unbounded by design: openraft bounds how many appends are in flight (it waits
+//! for their callbacks), and a vote save waits for its own completion.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+
+use openraft::storage::LogFlushed;
+use rocksdb::DB;
+use tickd_raft::TypeConfig;
+use tokio::sync::oneshot;
+
+/// Someone waiting for their writes to be on disk.
+pub enum Waiter {
+    /// An append: openraft's callback.
+    Append(LogFlushed<TypeConfig>),
+    /// Any other write (a vote): a channel to wake the writer.
+    Write(oneshot::Sender<io::Result<()>>),
+}
+
+/// Handle of the syncing thread; the thread exits when the last handle is dropped.
+#[derive(Clone)]
+pub struct WalSync {
+    queue: mpsc::Sender<Waiter>,
+}
+
+impl WalSync {
+    /// Starts the thread for `db`.
+    pub fn start(db: Arc<DB>) -> io::Result<Self> {
+        let (queue, waiting) = mpsc::channel();
+        thread::Builder::new()
+            .name("tickd-wal-sync".into())
+            .spawn(move || run(&db, &waiting))?;
+        Ok(Self { queue })
+    }
+
+    /// Completes `waiter` once everything written before this call is fsynced.
+    pub fn enqueue(&self, waiter: Waiter) {
+        if let Err(mpsc::SendError(waiter)) = self.queue.send(waiter) {
+            complete(waiter, &Err("the WAL sync thread has stopped".to_string()));
+        }
+    }
+
+    /// Waits until everything written before this call is fsynced.
+    pub async fn sync(&self) -> io::Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.enqueue(Waiter::Write(done));
+        wait.await
+            .map_err(|_| io::Error::other("the WAL sync thread dropped a waiter"))?
+    }
+}
+
+fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>) {
+    while let Ok(first) = waiting.recv() {
+        let mut batch = vec![first];
+        batch.extend(waiting.try_iter());
+        let synced = db.flush_wal(true).map_err(|error| error.to_string());
+        if let Err(error) = &synced {
+            tracing::error!(%error, "fsync of the Raft WAL failed");
+        }
+        for waiter in batch {
+            complete(waiter, &synced);
+        }
+    }
+}
+
+fn complete(waiter: Waiter, synced: &Result<(), String>) {
+    let result = synced.clone().map_err(io::Error::other);
+    match waiter {
+        Waiter::Append(callback) => callback.log_io_completed(result),
+        // The writer may have given up waiting; nothing is lost by not telling it.
+        Waiter::Write(done) => drop(done.send(result)),
+    }
+}
