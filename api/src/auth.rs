@@ -1,0 +1,122 @@
+//! The API access token (SPEC §4).
+
+use std::fmt;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+
+/// The cluster's API token. `Debug` is redacted: the token must never reach a log line.
+#[derive(Clone)]
+pub struct AccessToken(String);
+
+impl AccessToken {
+    /// Wraps the token in force.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self(token.into())
+    }
+
+    /// The token itself, for the one place the compat contract puts it on the wire: the
+    /// `Location` header of a registration.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Constant-time comparison: response timing reveals nothing of the token's bytes.
+    fn matches(&self, presented: &[u8]) -> bool {
+        self.0.as_bytes().ct_eq(presented).into()
+    }
+
+    /// Whether any credential the request presents is this token.
+    fn admits(&self, request: &Request) -> bool {
+        let from_query = request.uri().query().into_iter().flat_map(|query| {
+            form_urlencoded::parse(query.as_bytes())
+                .filter(|(key, _)| key == "access_token")
+                .map(|(_, value)| value.into_owned().into_bytes())
+        });
+        let from_header = request
+            .headers()
+            .get_all(header::AUTHORIZATION)
+            .into_iter()
+            .filter_map(|value| credential(value.as_bytes()).map(<[u8]>::to_vec));
+        // Every candidate is compared, so timing does not reveal which form matched.
+        from_query
+            .chain(from_header)
+            .fold(false, |admitted, candidate| {
+                self.matches(&candidate) | admitted
+            })
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AccessToken(<redacted>)")
+    }
+}
+
+/// The credential of an `Authorization: token X` or `Authorization: Bearer X` header; the
+/// scheme is case-insensitive, the credential is taken byte for byte.
+fn credential(header_value: &[u8]) -> Option<&[u8]> {
+    let space = header_value.iter().position(|&byte| byte == b' ')?;
+    let (scheme, rest) = header_value.split_at(space);
+    let known = scheme.eq_ignore_ascii_case(b"token") || scheme.eq_ignore_ascii_case(b"bearer");
+    known.then(|| &rest[1..])
+}
+
+/// Middleware: 403 unless the request carries the token.
+pub async fn require_token(
+    State(token): State<AccessToken>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if token.admits(&request) {
+        next.run(request).await
+    } else {
+        ApiError::forbidden().into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str, authorization: Option<&[u8]>) -> Request {
+        let mut builder = Request::builder().uri(uri);
+        if let Some(value) = authorization {
+            builder = builder.header(
+                header::AUTHORIZATION,
+                axum::http::HeaderValue::from_bytes(value).expect("a header value"),
+            );
+        }
+        builder.body(axum::body::Body::empty()).expect("a request")
+    }
+
+    #[test]
+    fn accepts_every_documented_form() {
+        let token = AccessToken::new("t0k=&n ü");
+        assert!(token.admits(&request("/x?access_token=t0k%3D%26n%20%C3%BC", None)));
+        assert!(token.admits(&request("/x", Some("token t0k=&n ü".as_bytes()))));
+        assert!(token.admits(&request("/x", Some("Bearer t0k=&n ü".as_bytes()))));
+        assert!(token.admits(&request("/x", Some("bearer t0k=&n ü".as_bytes()))));
+    }
+
+    #[test]
+    fn refuses_wrong_missing_or_malformed_credentials() {
+        let token = AccessToken::new("secret");
+        assert!(!token.admits(&request("/x", None)));
+        assert!(!token.admits(&request("/x?access_token=secre", None)));
+        assert!(!token.admits(&request("/x?access_token=", None)));
+        assert!(!token.admits(&request("/x", Some(b"Basic secret"))));
+        assert!(!token.admits(&request("/x", Some(b"secret"))));
+        assert!(!token.admits(&request("/x", Some(b"token secret "))));
+    }
+
+    #[test]
+    fn debug_never_shows_the_token() {
+        assert!(!format!("{:?}", AccessToken::new("hunter2")).contains("hunter2"));
+    }
+}

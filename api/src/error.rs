@@ -1,0 +1,154 @@
+//! Every error the API returns, in the one JSON shape of SPEC §2.
+//!
+//! Handlers return [`ApiError`]. Errors that axum produces itself (unknown path, wrong method,
+//! a body that is too large, not JSON, or malformed) arrive as plain text; the [`json_errors`]
+//! middleware, the outermost layer, rewrites every error response into the JSON shape, keeping
+//! axum's explanation as the message. So there is one place that renders errors, and no route
+//! can leak a plain-text default.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use tickd_raft::ReplicaError;
+
+/// Seconds a client should wait before retrying when no leader is reachable: about one
+/// election.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// The longest plain-text error body the middleware reads to reuse as a message.
+const MAX_REWRITTEN_BODY: usize = 16 * 1024;
+
+/// An error with its HTTP status and a message for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+/// The message of an [`ApiError`], carried to [`json_errors`] in the response's extensions.
+#[derive(Debug, Clone)]
+struct ErrorMessage(String);
+
+impl ApiError {
+    /// An error with an explicit status.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request is invalid; the message says how.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404: the thing named does not exist.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// 403: the access token is missing or wrong.
+    pub fn forbidden() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "a valid access token is required: pass it as the access_token query parameter \
+             or in an `Authorization: token <token>` or `Authorization: Bearer <token>` header",
+        )
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<ReplicaError> for ApiError {
+    fn from(error: ReplicaError) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.status.into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        response.extensions_mut().insert(ErrorMessage(self.message));
+        response
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    timestamp: String,
+    status: u16,
+    error: &'a str,
+    message: String,
+    path: &'a str,
+}
+
+/// Middleware: renders every error response (status ≥ 400) as the JSON error shape.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    // The path only, never the query: the query may hold the access token.
+    let path = request.uri().path().to_string();
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let message = match parts.extensions.remove::<ErrorMessage>() {
+        Some(ErrorMessage(message)) => message,
+        None => {
+            let text = axum::body::to_bytes(body, MAX_REWRITTEN_BODY)
+                .await
+                .unwrap_or_default();
+            default_message(status, String::from_utf8_lossy(&text).trim())
+        }
+    };
+    let body = ErrorBody {
+        timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        status: status.as_u16(),
+        error: status.canonical_reason().unwrap_or("Error"),
+        message,
+        path: &path,
+    };
+    let json = serde_json::to_vec(&body).unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(json))
+}
+
+/// A message for an error axum produced, from its own text when it has one.
+fn default_message(status: StatusCode, axum_text: &str) -> String {
+    let fallback = match status {
+        StatusCode::NOT_FOUND => "no such resource: see the API's routes under /api/v1",
+        StatusCode::METHOD_NOT_ALLOWED => "this path does not accept that HTTP method",
+        StatusCode::PAYLOAD_TOO_LARGE => "the request body is larger than the 64 KiB limit",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            "the request body must be JSON, declared with `Content-Type: application/json`"
+        }
+        _ => "the request could not be served",
+    };
+    match (status, axum_text) {
+        (StatusCode::PAYLOAD_TOO_LARGE, _) | (_, "") => fallback.to_string(),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, text) => format!("{fallback} ({text})"),
+        (_, text) => text.to_string(),
+    }
+}

@@ -1,0 +1,23 @@
+//! Random identifiers, drawn by the node that proposes a registration.
+//!
+//! Randomness stays out of the replicated state machine: the proposing node draws the ids and
+//! writes them into the command, so every replica applies the same values.
+
+use rand::Rng;
+use tickd_domain::{ClockId, QueueId};
+
+/// 128 random bits as 32 lower-case hex digits: URL-safe and unguessable.
+fn random_hex() -> String {
+    format!("{:032x}", rand::rng().random::<u128>())
+}
+
+/// A fresh clock id.
+pub fn clock_id() -> ClockId {
+    ClockId::new(random_hex())
+}
+
+/// A fresh http queue id. It is the capability of the unauthenticated pop route, hence the
+/// 128 bits.
+pub fn queue_id() -> QueueId {
+    QueueId::new(random_hex())
+}

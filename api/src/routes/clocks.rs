@@ -1,0 +1,198 @@
+//! `/api/v1/clocks`: register, list, read, and the pause / resume / tick actions (SPEC §2).
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tickd_domain::{
+    Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Outcome, Schedule, validate_name,
+};
+
+use crate::AppState;
+use crate::base_url::BaseUrl;
+use crate::error::ApiError;
+use crate::ids;
+use crate::view::{ChannelContext, ClockView, clock_url};
+
+/// The registration body. Unknown fields are ignored (Ticktok's clients send only these two,
+/// but other tools may send more).
+#[derive(Debug, Deserialize)]
+pub struct RegisterBody {
+    name: Option<String>,
+    schedule: Option<String>,
+}
+
+/// `POST /api/v1/clocks`: create the clock of a (name, schedule) pair, or join it.
+pub async fn register(
+    State(app): State<AppState>,
+    base: BaseUrl,
+    body: Result<Json<RegisterBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body.map_err(json_rejection)?;
+    let name = body.name.ok_or_else(|| missing_field("name"))?;
+    let schedule = body.schedule.ok_or_else(|| missing_field("schedule"))?;
+    validate_name(&name).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let schedule =
+        Schedule::parse(&schedule).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let channel = match &app.config.rabbit_uri {
+        Some(_) => Channel::Rabbit {
+            queue: Channel::rabbit_queue_name(&name, &schedule),
+        },
+        None => Channel::Http {
+            queue_id: ids::queue_id(),
+        },
+    };
+    let command = Command::Register {
+        name,
+        schedule,
+        id: ids::clock_id(),
+        channel,
+        max_clocks: app.config.max_clocks,
+    };
+    let (clock, created) = match app.replica.write(command).await? {
+        Outcome::Registered { clock, created } => (clock, created),
+        Outcome::LimitReached { max_clocks } => {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "the cluster holds its maximum of {max_clocks} clocks (max_clocks in the \
+                     cluster file); remove unused clocks or raise the limit"
+                ),
+            ));
+        }
+        Outcome::Rejected { reason } => return Err(ApiError::bad_request(reason)),
+        other => return Err(unexpected(&other)),
+    };
+    // A new clock shows PENDING in this response, as Ticktok's server did; its stored status
+    // is already ACTIVE, since registration is one atomic command.
+    let shown_status = if created {
+        ClockStatus::Pending
+    } else {
+        clock.status
+    };
+    let context = ChannelContext {
+        rabbit_uri: app.config.rabbit_uri.as_deref(),
+    };
+    let view = ClockView::registered(&clock, shown_status, &base, &context);
+    let location = format!(
+        "{}?access_token={}",
+        clock_url(&base, clock.id.as_str()),
+        form_urlencoded::byte_serialize(app.config.token.expose().as_bytes()).collect::<String>()
+    );
+    let mut response = (StatusCode::CREATED, Json(view)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+/// `GET /api/v1/clocks`: the clocks that match every filter of the query.
+pub async fn list(
+    State(app): State<AppState>,
+    base: BaseUrl,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Vec<ClockView>>, ApiError> {
+    let query = query.unwrap_or_default();
+    let pairs = form_urlencoded::parse(query.as_bytes()).into_owned();
+    let filter =
+        ClockFilter::from_pairs(pairs).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    app.replica.linearize().await?;
+    let state = app.replica.state().read();
+    let clocks = state.registry.list(&filter);
+    Ok(Json(
+        clocks
+            .iter()
+            .map(|clock| ClockView::of(clock, &base))
+            .collect(),
+    ))
+}
+
+/// `GET /api/v1/clocks/{id}`.
+pub async fn get(
+    State(app): State<AppState>,
+    base: BaseUrl,
+    Path(id): Path<String>,
+) -> Result<Json<ClockView>, ApiError> {
+    app.replica.linearize().await?;
+    let state = app.replica.state().read();
+    let clock = state
+        .registry
+        .get(&ClockId::new(id.clone()))
+        .ok_or_else(|| unknown_clock(&id))?;
+    Ok(Json(ClockView::of(clock, &base)))
+}
+
+/// `PUT /api/v1/clocks/{id}/{action}` with `action` one of pause, resume, tick.
+pub async fn act(
+    State(app): State<AppState>,
+    base: BaseUrl,
+    Path((id, action)): Path<(String, String)>,
+) -> Result<Json<ClockView>, ApiError> {
+    let clock_id = ClockId::new(id.clone());
+    let command = match action.as_str() {
+        "pause" => Command::Pause { id: clock_id },
+        "resume" => Command::Resume { id: clock_id },
+        "tick" => Command::Tick { id: clock_id },
+        _ => {
+            return Err(ApiError::not_found(format!(
+                "unknown action {}: the actions are pause, resume and tick",
+                Excerpt::of(&action)
+            )));
+        }
+    };
+    match app.replica.write(command).await? {
+        Outcome::Updated(clock) => Ok(Json(ClockView::of(&clock, &base))),
+        Outcome::NotFound => Err(unknown_clock(&id)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unknown_clock(id: &str) -> ApiError {
+    ApiError::not_found(format!("there is no clock with id {}", Excerpt::of(id)))
+}
+
+fn missing_field(field: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "the body must be a JSON object with string fields \"name\" and \"schedule\"; \
+         \"{field}\" is missing"
+    ))
+}
+
+/// Maps axum's JSON rejections onto SPEC §2: 415 when the body is not declared as JSON, 413
+/// when it is too large, 400 for anything malformed (axum says 422 for a wrong type).
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let status = match rejection.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let message = match status {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            "the body must be JSON, sent with `Content-Type: application/json`".to_string()
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            format!(
+                "the body is larger than the {} KiB limit",
+                crate::MAX_BODY_BYTES / 1024
+            )
+        }
+        _ => format!(
+            "the body is not a valid registration ({}); send {{\"name\": \"…\", \"schedule\": \"…\"}}",
+            rejection.body_text()
+        ),
+    };
+    ApiError::new(status, message)
+}
+
+fn unexpected(outcome: &Outcome) -> ApiError {
+    tracing::error!(
+        ?outcome,
+        "the registry answered a command with an unexpected outcome"
+    );
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the registry gave an unexpected answer; this is a bug in tickd, please report it",
+    )
+}

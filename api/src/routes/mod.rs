@@ -1,0 +1,5 @@
+//! One module per resource; each handler is a thin adapter from HTTP to the replica.
+
+pub mod clocks;
+pub mod cluster;
+pub mod health;

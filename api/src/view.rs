@@ -1,0 +1,205 @@
+//! How a clock looks on the wire (SPEC §1): the exact field names, link order and channel
+//! shape Ticktok's clients and dashboard read.
+
+use serde::Serialize;
+use tickd_domain::{Channel, Clock, ClockStatus};
+
+use crate::base_url::BaseUrl;
+
+/// A clock as the API returns it.
+#[derive(Debug, Serialize)]
+pub struct ClockView {
+    id: String,
+    name: String,
+    schedule: String,
+    status: ClockStatus,
+    /// Only in the response to a registration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channel: Option<ChannelView>,
+    links: Vec<Link>,
+}
+
+#[derive(Debug, Serialize)]
+struct Link {
+    rel: &'static str,
+    href: String,
+}
+
+/// The channel of a registration response: the typed details, plus the legacy flat `uri` and
+/// `queue` fields that older Ticktok clients read.
+#[derive(Debug, Serialize)]
+struct ChannelView {
+    r#type: &'static str,
+    details: serde_json::Value,
+    uri: Option<String>,
+    queue: Option<String>,
+}
+
+/// Where ticks of rabbit channels are consumed: the URI handed to clients.
+#[derive(Debug, Clone)]
+pub struct ChannelContext<'a> {
+    /// The AMQP URI consumers connect to, when the cluster uses RabbitMQ.
+    pub rabbit_uri: Option<&'a str>,
+}
+
+impl ClockView {
+    /// A clock as listed or read: no channel.
+    pub fn of(clock: &Clock, base: &BaseUrl) -> Self {
+        Self::with_status(clock, clock.status, base)
+    }
+
+    /// A clock as registered: with its channel, and with `status` as the response shows it
+    /// (PENDING for a clock this request created, for Ticktok compatibility).
+    pub fn registered(
+        clock: &Clock,
+        shown_status: ClockStatus,
+        base: &BaseUrl,
+        context: &ChannelContext<'_>,
+    ) -> Self {
+        let mut view = Self::with_status(clock, shown_status, base);
+        view.channel = Some(channel_view(&clock.channel, base, context));
+        view
+    }
+
+    fn with_status(clock: &Clock, status: ClockStatus, base: &BaseUrl) -> Self {
+        Self {
+            id: clock.id.to_string(),
+            name: clock.name.clone(),
+            schedule: clock.schedule.to_string(),
+            status,
+            channel: None,
+            links: links(clock, status, base),
+        }
+    }
+}
+
+/// The URL of a clock, the target of `self` and the base of the action links.
+pub fn clock_url(base: &BaseUrl, id: &str) -> String {
+    format!("{}/api/v1/clocks/{id}", base.0)
+}
+
+/// Links in the compat order: self, resume (when paused), tick, pause (when not paused).
+fn links(clock: &Clock, status: ClockStatus, base: &BaseUrl) -> Vec<Link> {
+    let this = clock_url(base, clock.id.as_str());
+    let paused = status == ClockStatus::Paused;
+    let mut links = vec![Link {
+        rel: "self",
+        href: this.clone(),
+    }];
+    if paused {
+        links.push(action_link("resume", &this));
+    }
+    links.push(action_link("tick", &this));
+    if !paused {
+        links.push(action_link("pause", &this));
+    }
+    links
+}
+
+fn action_link(rel: &'static str, clock_url: &str) -> Link {
+    Link {
+        rel,
+        href: format!("{clock_url}/{rel}"),
+    }
+}
+
+fn channel_view(channel: &Channel, base: &BaseUrl, context: &ChannelContext<'_>) -> ChannelView {
+    match channel {
+        Channel::Rabbit { queue } => {
+            let uri = context.rabbit_uri.map(str::to_string);
+            ChannelView {
+                r#type: "rabbit",
+                details: serde_json::json!({ "uri": uri, "queue": queue }),
+                uri,
+                queue: Some(queue.clone()),
+            }
+        }
+        Channel::Http { queue_id } => ChannelView {
+            r#type: "http",
+            details: serde_json::json!({
+                "url": format!("{}/api/v1/queues/{queue_id}/pop", base.0)
+            }),
+            uri: None,
+            queue: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickd_domain::{ClockId, QueueId, Schedule};
+
+    fn clock(status: ClockStatus, channel: Channel) -> Clock {
+        Clock {
+            id: ClockId::new("c1".into()),
+            name: "backup".into(),
+            schedule: Schedule::parse("every.5.seconds").expect("valid"),
+            status,
+            channel,
+        }
+    }
+
+    fn rels(view: &ClockView) -> Vec<&str> {
+        view.links.iter().map(|link| link.rel).collect()
+    }
+
+    #[test]
+    fn links_follow_the_compat_order() {
+        let base = BaseUrl("http://h:1".into());
+        let http = Channel::Http {
+            queue_id: QueueId::new("q".into()),
+        };
+        let active = ClockView::of(&clock(ClockStatus::Active, http.clone()), &base);
+        assert_eq!(rels(&active), ["self", "tick", "pause"]);
+        assert_eq!(active.links[0].href, "http://h:1/api/v1/clocks/c1");
+        assert_eq!(active.links[2].href, "http://h:1/api/v1/clocks/c1/pause");
+        let paused = ClockView::of(&clock(ClockStatus::Paused, http), &base);
+        assert_eq!(rels(&paused), ["self", "resume", "tick"]);
+    }
+
+    #[test]
+    fn channels_carry_details_and_legacy_fields() {
+        let base = BaseUrl("http://h:1".into());
+        let rabbit = Channel::Rabbit {
+            queue: "ticktok-backup;every.5.seconds".into(),
+        };
+        let context = ChannelContext {
+            rabbit_uri: Some("amqp://guest:guest@127.0.0.1:5672/%2f"),
+        };
+        let view = ClockView::registered(
+            &clock(ClockStatus::Active, rabbit),
+            ClockStatus::Pending,
+            &base,
+            &context,
+        );
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert_eq!(json["status"], "PENDING");
+        assert_eq!(json["channel"]["type"], "rabbit");
+        assert_eq!(
+            json["channel"]["details"]["queue"],
+            "ticktok-backup;every.5.seconds"
+        );
+        assert_eq!(
+            json["channel"]["queue"],
+            json["channel"]["details"]["queue"]
+        );
+        assert_eq!(json["channel"]["uri"], json["channel"]["details"]["uri"]);
+
+        let http = Channel::Http {
+            queue_id: QueueId::new("q1".into()),
+        };
+        let view = ClockView::registered(
+            &clock(ClockStatus::Active, http),
+            ClockStatus::Active,
+            &base,
+            &ChannelContext { rabbit_uri: None },
+        );
+        let json = serde_json::to_value(&view).expect("serializes");
+        assert_eq!(
+            json["channel"]["details"]["url"],
+            "http://h:1/api/v1/queues/q1/pop"
+        );
+        assert!(json["channel"]["uri"].is_null() && json["channel"]["queue"].is_null());
+    }
+}

@@ -1,0 +1,82 @@
+//! `tickd`: one node of a replicated clock service.
+//!
+//! With no arguments it runs a single node on 127.0.0.1:9643 with its data in `./data`; with
+//! `--config cluster.toml --node ID` it runs node ID of the cluster described in the file.
+
+mod bootstrap;
+mod config;
+mod credentials;
+mod node;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::NodeConfig;
+
+/// A replicated clock service: register a clock, receive its ticks, exactly once.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// The cluster file (see the shipped cluster.toml). Without it, tickd runs a single node
+    /// on 127.0.0.1:9643 with its data in ./data.
+    #[arg(long, requires = "node")]
+    config: Option<PathBuf>,
+
+    /// Which node of the cluster file this process is.
+    #[arg(long, requires = "config")]
+    node: Option<u64>,
+
+    /// Log filter, in `tracing` syntax (for example `info` or `tickd=debug,openraft=info`).
+    #[arg(long, env = "TICKD_LOG", default_value = "info,openraft=warn")]
+    log: String,
+
+    /// Write log lines as JSON objects.
+    #[arg(long, env = "TICKD_LOG_JSON")]
+    log_json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let config = match (&cli.config, cli.node) {
+        (Some(path), Some(id)) => NodeConfig::from_file(path, id),
+        _ => Ok(NodeConfig::single_node()),
+    };
+    let result = config
+        .map_err(|error| error.to_string())
+        .and_then(|config| {
+            let runtime = tokio::runtime::Runtime::new()
+                .map_err(|error| format!("cannot start the async runtime: {error}"))?;
+            runtime
+                .block_on(node::run(config))
+                .map_err(|error| error.to_string())
+        });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("tickd: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(cli: &Cli) {
+    let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|error| {
+        eprintln!(
+            "tickd: ignoring the log filter {:?} ({error}); using `info`",
+            cli.log
+        );
+        EnvFilter::new("info")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if cli.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

@@ -1,0 +1,188 @@
+//! Wiring one node: storage, Raft, network, API, and their shutdown.
+
+use std::sync::Arc;
+
+use tickd_api::{AccessToken, ApiConfig};
+use tickd_raft::network::{PeerNetwork, PeerTransport};
+use tickd_raft::secret::ClusterSecret;
+use tickd_raft::{Raft, Replica};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::bootstrap;
+use crate::config::NodeConfig;
+use crate::credentials;
+
+/// Why a node could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The data directory or a credential file could not be prepared.
+    #[error("cannot prepare the data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Storage could not be opened.
+    #[error(transparent)]
+    Storage(#[from] tickd_storage::OpenError),
+    /// The Raft configuration is invalid.
+    #[error("invalid Raft configuration: {0}")]
+    RaftConfig(#[from] Box<openraft::ConfigError>),
+    /// openraft refused to start.
+    #[error("cannot start Raft: {0}")]
+    Raft(String),
+    /// The HTTP client for peers could not be built.
+    #[error("cannot build the HTTP client for peers: {0}")]
+    Transport(#[from] reqwest::Error),
+    /// A listening address is taken or not local.
+    #[error("cannot listen on {address} ({what}): {source}; is another tickd running there?")]
+    Listen {
+        /// Which listener.
+        what: &'static str,
+        /// The address.
+        address: std::net::SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A server or signal handler failed.
+    #[error("{what} failed: {source}")]
+    Serve {
+        /// What failed.
+        what: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the node until SIGTERM or SIGINT.
+pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
+    let data_dir = config.data_dir.clone();
+    let data_dir_error = |source| NodeError::DataDir {
+        path: data_dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&data_dir).map_err(data_dir_error)?;
+    let (token, origin) = credentials::access_token(
+        std::env::var("ACCESS_TOKEN").ok(),
+        config.token.clone(),
+        &data_dir,
+    )
+    .map_err(data_dir_error)?;
+    let secret =
+        credentials::cluster_secret(config.secret.clone(), &data_dir).map_err(data_dir_error)?;
+
+    let (log_store, state_machine, state) = tickd_storage::open(&data_dir)?;
+    let raft_config = Arc::new(tickd_raft::timing::raft_config(config.snapshot_every)?);
+    let transport = PeerTransport::new(ClusterSecret::new(secret.clone()))?;
+    let raft = Raft::new(
+        config.id,
+        raft_config,
+        PeerNetwork::new(transport.clone()),
+        log_store,
+        state_machine,
+    )
+    .await
+    .map_err(|fatal| NodeError::Raft(fatal.to_string()))?;
+    let replica = Replica::new(
+        config.id,
+        raft.clone(),
+        state,
+        transport,
+        config.forward_deadline,
+    );
+
+    let raft_listener = listen("Raft RPC", config.raft).await?;
+    let api_listener = listen("REST API", config.api).await?;
+    let (stop, stopped) = watch::channel(false);
+    let raft_server = serve(
+        raft_listener,
+        tickd_raft::rpc::router(raft.clone(), ClusterSecret::new(secret)),
+        stopped.clone(),
+    );
+    let rabbit_uri = std::env::var("RABBIT_URI")
+        .ok()
+        .filter(|uri| !uri.is_empty())
+        .or(config.rabbit_uri.clone());
+    let api = ApiConfig {
+        token: AccessToken::new(token),
+        public_url: config.public_url.clone(),
+        api_address: config.api.to_string(),
+        rabbit_uri,
+        max_clocks: config.max_clocks,
+    };
+    let api_server = serve(
+        api_listener,
+        tickd_api::router(replica.clone(), api),
+        stopped,
+    );
+    let raft_server = tokio::spawn(raft_server);
+    let api_server = tokio::spawn(api_server);
+    tokio::spawn(bootstrap::form_cluster(replica, config.members.clone()));
+
+    tracing::info!(
+        node = config.id,
+        api = %config.api,
+        raft = %config.raft,
+        data_dir = %data_dir.display(),
+        token_from = %origin,
+        "tickd is running; the API access token is in {origin}"
+    );
+
+    wait_for_shutdown_signal().await?;
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
+    if let Err(error) = raft.shutdown().await {
+        tracing::warn!(%error, "Raft did not shut down cleanly");
+    }
+    for server in [raft_server, api_server] {
+        match server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "a server stopped with an error"),
+            Err(error) => tracing::warn!(%error, "a server task failed"),
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn listen(
+    what: &'static str,
+    address: std::net::SocketAddr,
+) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| NodeError::Listen {
+            what,
+            address,
+            source,
+        })
+}
+
+async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .await
+}
+
+async fn wait_for_shutdown_signal() -> Result<(), NodeError> {
+    let failed = |source| NodeError::Serve {
+        what: "installing the signal handler",
+        source,
+    };
+    let mut terminate = signal(SignalKind::terminate()).map_err(failed)?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(failed)?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
