@@ -1,0 +1,138 @@
+//! The `cluster.toml` a test cluster runs from.
+//!
+//! The harness writes the file itself rather than depending on the node's
+//! config types: it tests the file format the way an operator writes it.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+
+use crate::cluster::NodeId;
+
+/// The access token of every test cluster unless a test sets another.
+pub const TEST_TOKEN: &str = "test-token";
+
+/// The node-to-node secret of every test cluster.
+pub const TEST_SECRET: &str = "test-secret";
+
+/// A whole `cluster.toml`: what every node of a cluster is started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The client access token.
+    pub token: String,
+    /// The secret that authenticates Raft traffic between nodes.
+    pub secret: String,
+    /// The RabbitMQ URI; `None` selects the http channel.
+    pub rabbit_uri: Option<String>,
+    /// Log entries between snapshots; `None` keeps the node's default.
+    pub snapshot_every: Option<u64>,
+    /// The cap on the number of clocks; `None` keeps the node's default.
+    pub max_clocks: Option<u64>,
+    /// The members, in the order they are written.
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// One `[[node]]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The node id, from 1.
+    pub id: NodeId,
+    /// The HTTP API address.
+    pub api: SocketAddr,
+    /// The Raft RPC address.
+    pub raft: SocketAddr,
+    /// The data directory, relative to the directory of the config file.
+    pub data_dir: String,
+}
+
+impl ClusterConfig {
+    /// The standard layout of an `n`-node test cluster on 127.0.0.1: node `i`
+    /// (from 1) has API port `ports[2(i-1)]`, Raft port `ports[2(i-1)+1]` and
+    /// data directory `node<i>`; token and secret are the test constants.
+    ///
+    /// # Panics
+    ///
+    /// When fewer than `2n` ports are given.
+    pub fn local(n: usize, ports: &[u16]) -> ClusterConfig {
+        assert!(
+            ports.len() >= 2 * n,
+            "{n} nodes need {} ports, got {}",
+            2 * n,
+            ports.len()
+        );
+        let nodes = (1..=n)
+            .zip(ports.chunks_exact(2))
+            .map(|(id, pair)| NodeConfig {
+                id: id as NodeId,
+                api: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[0])),
+                raft: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[1])),
+                data_dir: format!("node{id}"),
+            })
+            .collect();
+        ClusterConfig {
+            token: TEST_TOKEN.to_owned(),
+            secret: TEST_SECRET.to_owned(),
+            rabbit_uri: None,
+            snapshot_every: None,
+            max_clocks: None,
+            nodes,
+        }
+    }
+
+    /// Renders the file. Optional keys are written only when set.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail, so the results are ignored.
+        let _ = writeln!(out, "token = {}", toml_string(&self.token));
+        let _ = writeln!(out, "secret = {}", toml_string(&self.secret));
+        if let Some(uri) = &self.rabbit_uri {
+            let _ = writeln!(out, "rabbit_uri = {}", toml_string(uri));
+        }
+        if let Some(every) = self.snapshot_every {
+            let _ = writeln!(out, "snapshot_every = {every}");
+        }
+        if let Some(max) = self.max_clocks {
+            let _ = writeln!(out, "max_clocks = {max}");
+        }
+        for node in &self.nodes {
+            out.push('\n');
+            let _ = writeln!(out, "[[node]]");
+            let _ = writeln!(out, "id = {}", node.id);
+            let _ = writeln!(out, "api = {}", toml_string(&node.api.to_string()));
+            let _ = writeln!(out, "raft = {}", toml_string(&node.raft.to_string()));
+            let _ = writeln!(out, "data_dir = {}", toml_string(&node.data_dir));
+        }
+        out
+    }
+
+    /// Writes the file to `path`.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.to_toml())
+    }
+
+    /// The member with this id, if any.
+    pub fn node(&self, id: NodeId) -> Option<&NodeConfig> {
+        self.nodes.iter().find(|node| node.id == id)
+    }
+}
+
+/// Quotes `value` as a TOML basic string, escaping what TOML requires.
+pub fn toml_string(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

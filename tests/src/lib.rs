@@ -1,0 +1,41 @@
+//! The black-box test harness of tickd.
+//!
+//! Tests here treat tickd the way an operator and a client do: they write a
+//! `cluster.toml`, start real `tickd` processes (`tickd --config FILE --node
+//! ID`), and talk to them over HTTP. Nothing of the node's code is linked in,
+//! so what passes here passes for the shipped binary, RocksDB and all.
+//!
+//! The pieces:
+//! - [`cluster`]: [`TestCluster`] starts N nodes in a temporary directory,
+//!   waits until they are ready, and kills (SIGKILL), stops (SIGSTOP),
+//!   resumes, terminates (SIGTERM), wipes and restarts them one by one.
+//! - [`api`]: thin helpers for the HTTP API (`register`, `list`, `action`, …)
+//!   that return status, headers and JSON body without judging them.
+//! - [`wait`]: [`eventually`], the one way to wait for a state.
+//! - [`ports`] and [`config`]: free loopback ports, and the `cluster.toml` writer.
+//!
+//! Three rules hold throughout:
+//! - **Real processes.** Each node is a child process with its own data
+//!   directory and log file (`node<ID>.log`, kept across restarts). A test
+//!   that panics prints the tail of every log; a dropped cluster leaves no
+//!   process behind.
+//! - **Loopback only.** Every address is on 127.0.0.1 and the HTTP client
+//!   ignores proxy variables; no test sends a packet off the machine.
+//! - **Every wait is bounded.** Start-up, leader election, health, SIGTERM
+//!   and every request have a timeout, and a timeout panics with what was
+//!   awaited and what was last seen, so a broken node fails a test instead of
+//!   hanging the suite.
+//!
+//! The binary is `TICKD_BIN` if set, else `target/<profile>/tickd`, which
+//! `cargo test --workspace` builds (see [`cluster::tickd_binary`]).
+//!
+//! All async functions need a Tokio runtime (`#[tokio::test]`).
+
+pub mod api;
+pub mod cluster;
+pub mod config;
+pub mod ports;
+pub mod wait;
+
+pub use cluster::{NodeId, NodeState, TestCluster, TestClusterBuilder};
+pub use wait::eventually;

@@ -1,0 +1,265 @@
+//! The cluster foundation, black-box: real `tickd` processes on loopback, real RocksDB, SIGKILL.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tickd_tests::api::{self, clock_id, cluster_view, list, register};
+use tickd_tests::{NodeId, TestCluster, eventually};
+
+const ELECTION_LIMIT: Duration = Duration::from_secs(3);
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);
+
+async fn register_ok(cluster: &TestCluster, node: NodeId, name: &str) -> String {
+    let (status, _, body) = register(cluster, node, name, "every.5.seconds").await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "register {name} via node {node}: {body}"
+    );
+    clock_id(&body)
+}
+
+async fn ids_seen_by(cluster: &TestCluster, node: NodeId) -> BTreeSet<String> {
+    let (status, _, body) = list(cluster, node, "").await;
+    assert_eq!(status, StatusCode::OK, "list via node {node}: {body}");
+    body.as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|clock| clock["id"].as_str().expect("an id").to_string())
+        .collect()
+}
+
+async fn last_applied(cluster: &TestCluster, node: NodeId) -> u64 {
+    let view = cluster_view(cluster, node).await;
+    view.nodes
+        .iter()
+        .find(|member| member.id == node)
+        .and_then(|member| member.last_applied)
+        .unwrap_or(0)
+}
+
+/// Waits until `node` has applied at least what the leader had applied when called.
+async fn wait_caught_up(cluster: &TestCluster, node: NodeId) {
+    let leader = cluster.wait_for_leader(ELECTION_LIMIT * 3).await;
+    let target = last_applied(cluster, leader).await;
+    eventually(
+        &format!("node {node} to apply up to {target}"),
+        CATCH_UP_LIMIT,
+        Duration::from_millis(200),
+        || async move {
+            let applied = api::try_send(api::authed(cluster, Method::GET, node, api::CLUSTER_PATH))
+                .await
+                .ok()?;
+            let own = applied.2["nodes"]
+                .as_array()?
+                .iter()
+                .find(|m| m["id"] == json!(node))?["last_applied"]
+                .as_u64()?;
+            (own >= target).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn writes_through_every_node_are_read_on_every_node() {
+    let cluster = TestCluster::start(3).await;
+    let mut written = BTreeSet::new();
+    for node in cluster.node_ids() {
+        written.insert(register_ok(&cluster, node, &format!("via-{node}")).await);
+    }
+    for node in cluster.node_ids() {
+        assert_eq!(
+            ids_seen_by(&cluster, node).await,
+            written,
+            "node {node} must see every write at once"
+        );
+    }
+    let cluster = &cluster;
+    let views: Vec<Option<u64>> = futures::future::join_all(
+        cluster
+            .node_ids()
+            .into_iter()
+            .map(|node| async move { cluster_view(cluster, node).await.leader }),
+    )
+    .await;
+    assert!(
+        views.windows(2).all(|pair| pair[0] == pair[1]),
+        "every node names the same leader: {views:?}"
+    );
+}
+
+#[tokio::test]
+async fn leader_kill_elects_a_new_leader_and_the_old_one_catches_up() {
+    let cluster = TestCluster::start(3).await;
+    let old = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let before = register_ok(&cluster, old, "before-kill").await;
+
+    let killed_at = Instant::now();
+    cluster.kill(old);
+    let new = cluster.wait_for_new_leader(old, ELECTION_LIMIT * 2).await;
+    let elected_in = killed_at.elapsed();
+    assert!(
+        elected_in <= ELECTION_LIMIT,
+        "new leader {new} took {elected_in:?}"
+    );
+
+    let mut after = Vec::new();
+    for node in cluster.running_ids() {
+        after.push(register_ok(&cluster, node, &format!("after-kill-via-{node}")).await);
+    }
+
+    cluster.restart(old);
+    cluster.wait_healthy(old, CATCH_UP_LIMIT).await;
+    wait_caught_up(&cluster, old).await;
+    let seen = ids_seen_by(&cluster, old).await;
+    assert!(
+        seen.contains(&before) && after.iter().all(|id| seen.contains(id)),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn follower_kill_keeps_writes_flowing_and_it_rejoins() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let follower = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    cluster.kill(follower);
+
+    let mut written = Vec::new();
+    for (round, node) in cluster
+        .running_ids()
+        .into_iter()
+        .cycle()
+        .take(6)
+        .enumerate()
+    {
+        written.push(register_ok(&cluster, node, &format!("while-down-{round}")).await);
+    }
+    cluster.restart(follower);
+    cluster.wait_healthy(follower, CATCH_UP_LIMIT).await;
+    wait_caught_up(&cluster, follower).await;
+    let seen = ids_seen_by(&cluster, follower).await;
+    assert!(
+        written.iter().all(|id| seen.contains(id)),
+        "the rejoined follower sees {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn sigkill_of_every_node_loses_no_acknowledged_write() {
+    let cluster = TestCluster::start(3).await;
+    let mut written = BTreeSet::new();
+    for (round, node) in cluster.node_ids().into_iter().cycle().take(15).enumerate() {
+        written.insert(register_ok(&cluster, node, &format!("durable-{round}")).await);
+    }
+    let paused = clock_id(&json!({ "id": written.iter().next().expect("a clock") }));
+    let (status, _, _) = api::action(&cluster, 2, &paused, "pause").await;
+    assert_eq!(status, StatusCode::OK);
+
+    cluster.kill_all();
+    cluster.restart_all();
+    cluster.wait_ready(Duration::from_secs(30)).await;
+
+    for node in cluster.node_ids() {
+        assert_eq!(
+            ids_seen_by(&cluster, node).await,
+            written,
+            "node {node} after the full restart"
+        );
+    }
+    let (_, _, body) = api::get_clock(&cluster, 3, &paused).await;
+    assert_eq!(
+        body["status"], "PAUSED",
+        "an acknowledged pause survives: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_wiped_node_catches_up_through_a_snapshot() {
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .snapshot_every(20)
+        .start()
+        .await;
+    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let victim = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let mut written = BTreeSet::new();
+    for round in 0..70 {
+        written.insert(register_ok(&cluster, leader, &format!("snap-{round}")).await);
+    }
+    cluster.kill(victim);
+    cluster.wipe(victim);
+    // More writes, so the log the victim would need has been purged behind a snapshot.
+    for round in 70..100 {
+        written.insert(register_ok(&cluster, leader, &format!("snap-{round}")).await);
+    }
+    cluster.restart(victim);
+    cluster.wait_healthy(victim, CATCH_UP_LIMIT).await;
+    wait_caught_up(&cluster, victim).await;
+    assert_eq!(ids_seen_by(&cluster, victim).await, written);
+    assert!(
+        cluster.log(victim).contains("snapshot installed"),
+        "the wiped node should have caught up through a snapshot"
+    );
+}
+
+#[tokio::test]
+async fn raft_requests_without_the_secret_or_with_garbage_change_nothing() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let term_before = cluster_view(&cluster, leader).await.term;
+    let client = cluster.client();
+    let target = cluster.raft_addr(leader);
+    // A vote request for a huge term would depose the leader if it were accepted.
+    let vote = json!({ "vote": { "leader_id": { "term": 1000, "node_id": 9 }, "committed": false }, "last_log_id": null });
+
+    let refused = client
+        .post(format!("http://{target}/raft/vote"))
+        .json(&vote)
+        .send()
+        .await
+        .expect("reply");
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let wrong = client
+        .post(format!("http://{target}/raft/vote"))
+        .header("x-tickd-secret", "not-the-secret")
+        .json(&vote)
+        .send()
+        .await
+        .expect("reply");
+    assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
+    for path in [
+        "/raft/append",
+        "/raft/vote",
+        "/raft/snapshot",
+        "/internal/write",
+    ] {
+        let garbage = client
+            .post(format!("http://{target}{path}"))
+            .header("x-tickd-secret", "test-secret")
+            .header("content-type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .expect("reply");
+        assert_eq!(garbage.status(), StatusCode::BAD_REQUEST, "{path}");
+        let body: Value = garbage.json().await.expect("a JSON refusal");
+        assert!(!body["message"].as_str().unwrap_or_default().is_empty());
+    }
+
+    let view = cluster_view(&cluster, leader).await;
+    assert_eq!(view.leader, Some(leader), "the leader is unchanged");
+    assert_eq!(view.term, term_before, "the term is unchanged");
+    register_ok(&cluster, leader, "still-writable").await;
+}
