@@ -50,6 +50,7 @@ mod excerpt;
 mod filter;
 mod registry;
 mod schedule;
+mod ticks;
 
 pub use clock::{
     Channel, Clock, ClockId, ClockStatus, MAX_NAME_BYTES, NameError, QueueId, StatusError,
@@ -57,7 +58,10 @@ pub use clock::{
 };
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
-pub use registry::{Command, Outcome, Registry, SnapshotError};
+pub use registry::{Command, Outcome, Registry, RegistrySnapshot, SnapshotError};
 pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
+};
+pub use ticks::{
+    Cursor, Filed, Intent, Tick, TickCounters, TickId, TickLedger, TickMessage, rfc3339_millis,
 };

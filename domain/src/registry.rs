@@ -2,18 +2,20 @@
 //!
 //! Every node applies the same [`Command`]s in the same (Raft log) order and
 //! must reach the same [`Registry`] and the same [`Outcome`]s. `apply`
-//! therefore reads nothing but its arguments: ids, channels and limits are
-//! decided by the proposing node and travel inside the command. A refusal
-//! (unknown id, limit reached, invalid name) is a deterministic result, an
-//! [`Outcome`], never an error that could make replicas diverge.
+//! therefore reads nothing but its arguments: ids, channels, limits and the
+//! current time are decided by the proposing node and travel inside the
+//! command. A refusal (unknown id, limit reached, invalid name) is a
+//! deterministic result, an [`Outcome`], never an error that could make
+//! replicas diverge.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{Channel, Clock, ClockId, ClockStatus, validate_name};
+use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
 use crate::filter::ClockFilter;
 use crate::schedule::Schedule;
+use crate::ticks::{Cursor, Destination, Filed, Intent, Tick, TickId, TickLedger};
 
 /// A change to the registry, proposed through Raft and applied on every node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,22 +40,56 @@ pub enum Command {
         /// would exceed it creates nothing. Carried in the command so that
         /// every replica enforces the same limit.
         max_clocks: u64,
+        /// The proposer's clock: a new clock's first tick is the first instant after it.
+        now_ms: u64,
     },
-    /// Stop the clock's scheduled ticks.
+    /// Stop the clock's scheduled ticks: none due after `now_ms` is delivered.
     Pause {
         /// The clock to pause.
         id: ClockId,
+        /// The proposer's clock.
+        now_ms: u64,
     },
-    /// Restart the clock's scheduled ticks.
+    /// Restart the clock's scheduled ticks at the first instant after `now_ms`.
     Resume {
         /// The clock to resume.
         id: ClockId,
+        /// The proposer's clock.
+        now_ms: u64,
     },
-    /// Deliver one manual tick to the clock. Applying it currently only
-    /// checks that the clock exists; the tick engine adds the tick itself.
+    /// Deliver one manual tick to the clock now, whatever its status or schedule.
     Tick {
         /// The clock to tick.
         id: ClockId,
+        /// The proposer's clock: the tick's `scheduled_at`.
+        now_ms: u64,
+    },
+    /// The leader's intent to fire every scheduled tick due up to a point in time.
+    Intend(Intent),
+    /// The broker confirmed these outbox ticks; they are delivered.
+    Confirm {
+        /// The outbox keys (due instant, id) of the confirmed ticks.
+        ticks: Vec<(u64, TickId)>,
+    },
+    /// A poll of an http queue: remove and return the ticks due at `now_ms`.
+    Pop {
+        /// The queue polled.
+        queue: QueueId,
+        /// The polling node's clock.
+        now_ms: u64,
+    },
+    /// Polls that found nothing: the queues' consumers are alive.
+    Touch {
+        /// The queues that were polled.
+        queues: Vec<QueueId>,
+        /// The reporting node's clock.
+        now_ms: u64,
+    },
+    /// Remove active clocks whose channel had no consumer for the clock TTL (SPEC §6).
+    /// Paused clocks are kept.
+    Purge {
+        /// The clocks the leader found abandoned.
+        clocks: Vec<ClockId>,
     },
 }
 
@@ -76,7 +112,7 @@ pub enum Outcome {
     },
     /// The clock after a pause, resume or tick.
     Updated(Clock),
-    /// No clock has the command's id.
+    /// No clock (or queue) has the command's id.
     NotFound,
     /// Creating the clock would exceed the registry's limit; nothing changed.
     LimitReached {
@@ -88,6 +124,22 @@ pub enum Outcome {
     Rejected {
         /// What was wrong, for a person.
         reason: String,
+    },
+    /// What an intent filed.
+    Filed(Filed),
+    /// How many confirmed ticks left the outbox.
+    Confirmed {
+        /// The number removed (a tick confirmed twice counts once).
+        count: u64,
+    },
+    /// The ticks a poll removed, oldest first.
+    Popped(Vec<Tick>),
+    /// Activity was recorded.
+    Touched,
+    /// The clocks removed by a purge.
+    Purged {
+        /// Their ids.
+        clocks: Vec<ClockId>,
     },
 }
 
@@ -121,15 +173,24 @@ pub enum SnapshotError {
 /// The key of a clock's identity: its name and its schedule literal.
 type Pair = (String, String);
 
-/// All clocks of the cluster: the state that the Raft state machine
-/// replicates.
+/// The serialized form of a [`Registry`]: the clocks ordered by id and the tick ledger; the
+/// indexes are derived on load.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistrySnapshot {
+    /// Every clock, ordered by id.
+    pub clocks: Vec<Clock>,
+    /// Committed and undelivered ticks.
+    pub ledger: TickLedger,
+}
+
+/// All clocks of the cluster and their committed ticks: the state that the Raft state
+/// machine replicates.
 ///
 /// Invariants, kept by [`Registry::apply`] and checked when a snapshot is
 /// loaded: ids are unique, (name, schedule literal) pairs are unique, and the
-/// pair index names exactly the stored clocks. A snapshot is the list of
-/// clocks ordered by id; the index is rebuilt on load.
+/// indexes name exactly the stored clocks.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<Clock>", into = "Vec<Clock>")]
+#[serde(try_from = "RegistrySnapshot", into = "RegistrySnapshot")]
 pub struct Registry {
     /// The clocks by id; a `BTreeMap` so that iteration, listing and
     /// snapshots have one order on every node.
@@ -137,6 +198,10 @@ pub struct Registry {
     /// The id of the clock for each (name, schedule literal) pair, so that a
     /// registration joins the existing clock.
     by_pair: BTreeMap<Pair, ClockId>,
+    /// The clock of each http queue, so that a poll finds its clock.
+    by_queue: BTreeMap<QueueId, ClockId>,
+    /// Committed and undelivered ticks.
+    ledger: TickLedger,
 }
 
 impl Registry {
@@ -155,12 +220,45 @@ impl Registry {
                 id,
                 channel,
                 max_clocks,
-            } => self.register(name, schedule, id, channel, max_clocks),
-            Command::Pause { id } => self.set_status(&id, ClockStatus::Paused),
-            Command::Resume { id } => self.set_status(&id, ClockStatus::Active),
-            Command::Tick { id } => match self.clocks.get(&id) {
-                Some(clock) => Outcome::Updated(clock.clone()),
+                now_ms,
+            } => self.register(name, schedule, id, channel, max_clocks, now_ms),
+            Command::Pause { id, now_ms } => self.pause(&id, now_ms),
+            Command::Resume { id, now_ms } => self.resume(&id, now_ms),
+            Command::Tick { id, now_ms } => self.tick_now(&id, now_ms),
+            Command::Intend(intent) => Outcome::Filed(self.intend(&intent)),
+            Command::Confirm { ticks } => {
+                let before = self.ledger.outbox.len();
+                for key in ticks {
+                    self.ledger.outbox.remove(&key);
+                }
+                let count = before - self.ledger.outbox.len();
+                Outcome::Confirmed {
+                    count: u64::try_from(count).unwrap_or(u64::MAX),
+                }
+            }
+            Command::Pop { queue, now_ms } => match self.by_queue.get(&queue) {
+                Some(clock) => {
+                    if let Some(cursor) = self.ledger.cursors.get_mut(clock) {
+                        cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+                    }
+                    Outcome::Popped(self.ledger.pop_due(&queue, now_ms))
+                }
                 None => Outcome::NotFound,
+            },
+            Command::Touch { queues, now_ms } => {
+                for queue in &queues {
+                    let cursor = self
+                        .by_queue
+                        .get(queue)
+                        .and_then(|clock| self.ledger.cursors.get_mut(clock));
+                    if let Some(cursor) = cursor {
+                        cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+                    }
+                }
+                Outcome::Touched
+            }
+            Command::Purge { clocks } => Outcome::Purged {
+                clocks: clocks.into_iter().filter(|id| self.purge(id)).collect(),
             },
         }
     }
@@ -174,6 +272,7 @@ impl Registry {
         id: ClockId,
         channel: Channel,
         max_clocks: u64,
+        now_ms: u64,
     ) -> Outcome {
         if let Err(err) = validate_name(&name) {
             return Outcome::Rejected {
@@ -181,8 +280,12 @@ impl Registry {
             };
         }
         if let Some(clock) = self.find(&name, &schedule) {
+            let clock = clock.clone();
+            if let Some(cursor) = self.ledger.cursors.get_mut(&clock.id) {
+                cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+            }
             return Outcome::Registered {
-                clock: clock.clone(),
+                clock,
                 created: false,
             };
         }
@@ -204,28 +307,146 @@ impl Registry {
             channel,
         };
         self.insert(clock.clone());
+        self.start_ticking(&clock, now_ms);
         Outcome::Registered {
             clock,
             created: true,
         }
     }
 
-    /// Sets a clock's status; setting the status it already has is a no-op
-    /// that still reports the clock, as the API answers 200 either way.
-    fn set_status(&mut self, id: &ClockId, status: ClockStatus) -> Outcome {
-        match self.clocks.get_mut(id) {
-            Some(clock) => {
-                clock.status = status;
-                Outcome::Updated(clock.clone())
-            }
-            None => Outcome::NotFound,
+    /// Starts (or restarts) a clock's scheduled ticks after `now_ms`. Instants that the
+    /// leader's intents already cover are filed at once, so the clock does not miss its
+    /// first tick because the intent watermark was ahead of the registration.
+    fn start_ticking(&mut self, clock: &Clock, now_ms: u64) {
+        let cursor = Cursor {
+            ticks_from_ms: now_ms,
+            last_activity_ms: now_ms,
+        };
+        let covered: Vec<u64> = clock
+            .schedule
+            .instants_in(now_ms, self.ledger.intended_through_ms)
+            .collect();
+        self.ledger.cursors.insert(clock.id.clone(), cursor);
+        for instant in covered {
+            let tick = scheduled_tick(clock, instant);
+            self.ledger.file(tick, destination(clock), u64::MAX);
         }
     }
 
-    /// Stores a clock and indexes its pair; the caller has checked that
-    /// neither its id nor its pair is taken.
+    fn pause(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+        let Some(clock) = self.clocks.get_mut(id) else {
+            return Outcome::NotFound;
+        };
+        clock.status = ClockStatus::Paused;
+        let clock = clock.clone();
+        // Scheduled ticks filed ahead of their instant are withdrawn: none due after the
+        // pause is delivered. Manual ticks stay.
+        let withdrawn = |tick: &Tick| &tick.clock == id && !tick.manual && tick.due_at_ms > now_ms;
+        self.ledger.outbox.retain(|_, tick| !withdrawn(tick));
+        if let Channel::Http { queue_id } = &clock.channel
+            && let Some(queue) = self.ledger.queues.get_mut(queue_id)
+        {
+            queue.retain(|tick| !withdrawn(tick));
+        }
+        Outcome::Updated(clock)
+    }
+
+    fn resume(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+        let Some(clock) = self.clocks.get_mut(id) else {
+            return Outcome::NotFound;
+        };
+        let was_paused = clock.status == ClockStatus::Paused;
+        clock.status = ClockStatus::Active;
+        let clock = clock.clone();
+        if was_paused {
+            self.start_ticking(&clock, now_ms);
+        }
+        Outcome::Updated(clock)
+    }
+
+    fn tick_now(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+        let Some(clock) = self.clocks.get(id).cloned() else {
+            return Outcome::NotFound;
+        };
+        let sequence = self.ledger.manual_sequence;
+        self.ledger.manual_sequence += 1;
+        let tick = Tick {
+            id: TickId::manual(&clock.id, sequence),
+            clock: clock.id.clone(),
+            name: clock.name.clone(),
+            schedule: clock.schedule.clone(),
+            due_at_ms: now_ms,
+            manual: true,
+        };
+        self.ledger.file(tick, destination(&clock), u64::MAX);
+        Outcome::Updated(clock)
+    }
+
+    /// Files every scheduled tick of every active clock due up to the intent's end.
+    fn intend(&mut self, intent: &Intent) -> Filed {
+        let mut filed = Filed::default();
+        if intent.through_ms <= self.ledger.intended_through_ms {
+            return filed;
+        }
+        let active = self
+            .clocks
+            .values()
+            .filter(|clock| clock.status == ClockStatus::Active);
+        let mut due = Vec::new();
+        for clock in active {
+            let Some(cursor) = self.ledger.cursors.get(&clock.id) else {
+                continue;
+            };
+            let (instants, coalesced) = self.ledger.due_instants(&clock.schedule, cursor, intent);
+            filed.coalesced += coalesced;
+            due.extend(instants.into_iter().map(|instant| (clock, instant)));
+        }
+        for (clock, instant) in due {
+            filed.ticks += 1;
+            if instant < intent.now_ms {
+                filed.late += 1;
+            }
+            let tick = scheduled_tick(clock, instant);
+            filed.dropped += self
+                .ledger
+                .file(tick, destination(clock), intent.queue_limit);
+        }
+        self.ledger.intended_through_ms = intent.through_ms;
+        self.ledger.counters.late += filed.late;
+        self.ledger.counters.coalesced += filed.coalesced;
+        filed
+    }
+
+    /// Removes an active clock and everything filed for it; `false` if it is unknown or
+    /// paused (paused clocks are kept).
+    fn purge(&mut self, id: &ClockId) -> bool {
+        let Some(clock) = self.clocks.get(id) else {
+            return false;
+        };
+        if clock.status == ClockStatus::Paused {
+            return false;
+        }
+        let clock = clock.clone();
+        self.by_pair.remove(&pair_of(&clock));
+        let queue = match &clock.channel {
+            Channel::Http { queue_id } => {
+                self.by_queue.remove(queue_id);
+                Some(queue_id)
+            }
+            Channel::Rabbit { .. } => None,
+        };
+        self.ledger.forget(id, queue);
+        self.clocks.remove(id);
+        true
+    }
+
+    /// Stores a clock and indexes it; the caller has checked that neither its
+    /// id nor its pair is taken.
     fn insert(&mut self, clock: Clock) {
         self.by_pair.insert(pair_of(&clock), clock.id.clone());
+        if let Channel::Http { queue_id } = &clock.channel {
+            self.by_queue.insert(queue_id.clone(), clock.id.clone());
+        }
         self.clocks.insert(clock.id.clone(), clock);
     }
 
@@ -256,6 +477,11 @@ impl Registry {
         self.by_pair.get(&pair).and_then(|id| self.clocks.get(id))
     }
 
+    /// The clock that owns an http queue.
+    pub fn clock_of_queue(&self, queue: &QueueId) -> Option<&Clock> {
+        self.by_queue.get(queue).and_then(|id| self.clocks.get(id))
+    }
+
     /// The clocks that `filter` selects, ordered by id, for
     /// `GET /api/v1/clocks`.
     pub fn list(&self, filter: &ClockFilter) -> Vec<Clock> {
@@ -264,6 +490,31 @@ impl Registry {
             .cloned()
             .collect()
     }
+
+    /// The committed and undelivered ticks.
+    pub fn ledger(&self) -> &TickLedger {
+        &self.ledger
+    }
+}
+
+/// The scheduled tick of `clock` at `instant_ms`.
+fn scheduled_tick(clock: &Clock, instant_ms: u64) -> Tick {
+    Tick {
+        id: TickId::scheduled(&clock.id, instant_ms),
+        clock: clock.id.clone(),
+        name: clock.name.clone(),
+        schedule: clock.schedule.clone(),
+        due_at_ms: instant_ms,
+        manual: false,
+    }
+}
+
+/// Where a clock's ticks are filed.
+fn destination(clock: &Clock) -> Destination<'_> {
+    match &clock.channel {
+        Channel::Rabbit { .. } => Destination::Outbox,
+        Channel::Http { queue_id } => Destination::Queue(queue_id),
+    }
 }
 
 /// The identity key of a clock.
@@ -271,14 +522,17 @@ fn pair_of(clock: &Clock) -> Pair {
     (clock.name.clone(), clock.schedule.as_str().to_owned())
 }
 
-impl TryFrom<Vec<Clock>> for Registry {
+impl TryFrom<RegistrySnapshot> for Registry {
     type Error = SnapshotError;
 
-    /// Loads a snapshot, rebuilding the pair index and refusing a list that
+    /// Loads a snapshot, rebuilding the indexes and refusing a list that
     /// breaks the registry's invariants.
-    fn try_from(clocks: Vec<Clock>) -> Result<Self, Self::Error> {
-        let mut registry = Registry::new();
-        for clock in clocks {
+    fn try_from(snapshot: RegistrySnapshot) -> Result<Self, Self::Error> {
+        let mut registry = Registry {
+            ledger: snapshot.ledger,
+            ..Registry::default()
+        };
+        for clock in snapshot.clocks {
             if registry.clocks.contains_key(&clock.id) {
                 return Err(SnapshotError::DuplicateId { id: clock.id });
             }
@@ -296,10 +550,13 @@ impl TryFrom<Vec<Clock>> for Registry {
     }
 }
 
-impl From<Registry> for Vec<Clock> {
-    /// The snapshot form: the clocks ordered by id; the index is derived.
+impl From<Registry> for RegistrySnapshot {
+    /// The snapshot form: the clocks ordered by id and the ledger; indexes are derived.
     fn from(registry: Registry) -> Self {
-        registry.clocks.into_values().collect()
+        RegistrySnapshot {
+            clocks: registry.clocks.into_values().collect(),
+            ledger: registry.ledger,
+        }
     }
 }
 
@@ -307,6 +564,7 @@ impl From<Registry> for Vec<Clock> {
 mod tests {
     use super::*;
     use crate::clock::QueueId;
+    use crate::ticks::{Filed, Intent, TickId, TickLedger};
 
     /// A generous limit for tests that are not about the limit.
     const NO_LIMIT: u64 = 1_000;
@@ -328,6 +586,7 @@ mod tests {
                 queue_id: QueueId::new(format!("queue-{proposed_id}")),
             },
             max_clocks,
+            now_ms: 0,
         }
     }
 
@@ -401,7 +660,10 @@ mod tests {
     fn joining_keeps_a_paused_clock_paused() {
         let mut registry = Registry::new();
         let clock = create(&mut registry, "orders", "every.5.seconds", "c1");
-        registry.apply(Command::Pause { id: clock.id });
+        registry.apply(Command::Pause {
+            id: clock.id,
+            now_ms: 0,
+        });
         let outcome = registry.apply(register("orders", "every.5.seconds", "c2", NO_LIMIT));
         match outcome {
             Outcome::Registered {
@@ -417,13 +679,55 @@ mod tests {
         let mut registry = Registry::new();
         create(&mut registry, "orders", "every.5.seconds", "c1");
         let steps = [
-            (Command::Pause { id: id("c1") }, ClockStatus::Paused),
-            (Command::Pause { id: id("c1") }, ClockStatus::Paused),
-            (Command::Resume { id: id("c1") }, ClockStatus::Active),
-            (Command::Resume { id: id("c1") }, ClockStatus::Active),
-            (Command::Tick { id: id("c1") }, ClockStatus::Active),
-            (Command::Pause { id: id("c1") }, ClockStatus::Paused),
-            (Command::Tick { id: id("c1") }, ClockStatus::Paused),
+            (
+                Command::Pause {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Paused,
+            ),
+            (
+                Command::Pause {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Paused,
+            ),
+            (
+                Command::Resume {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Active,
+            ),
+            (
+                Command::Resume {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Active,
+            ),
+            (
+                Command::Tick {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Active,
+            ),
+            (
+                Command::Pause {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Paused,
+            ),
+            (
+                Command::Tick {
+                    id: id("c1"),
+                    now_ms: 0,
+                },
+                ClockStatus::Paused,
+            ),
         ];
         for (command, status) in steps {
             let described = format!("{command:?}");
@@ -443,9 +747,18 @@ mod tests {
         create(&mut registry, "orders", "every.5.seconds", "c1");
         let before = registry.clone();
         for command in [
-            Command::Pause { id: id("nope") },
-            Command::Resume { id: id("nope") },
-            Command::Tick { id: id("nope") },
+            Command::Pause {
+                id: id("nope"),
+                now_ms: 0,
+            },
+            Command::Resume {
+                id: id("nope"),
+                now_ms: 0,
+            },
+            Command::Tick {
+                id: id("nope"),
+                now_ms: 0,
+            },
         ] {
             assert_eq!(registry.apply(command), Outcome::NotFound);
         }
@@ -514,8 +827,14 @@ mod tests {
             register("a", "every.1.second", "c2", NO_LIMIT),
             register("b", "@never", "c1", NO_LIMIT),
             register("a", "every.1.second", "c3", NO_LIMIT),
-            Command::Pause { id: id("c1") },
-            Command::Resume { id: id("c9") },
+            Command::Pause {
+                id: id("c1"),
+                now_ms: 0,
+            },
+            Command::Resume {
+                id: id("c9"),
+                now_ms: 0,
+            },
             register("c", "every.1.day", "c4", 3),
             register("d", "every.1.day", "c5", 3),
         ];
@@ -543,10 +862,13 @@ mod tests {
         let mut registry = Registry::new();
         create(&mut registry, "orders", "every.5.seconds", "c2");
         create(&mut registry, "invoices", "@never", "c1");
-        registry.apply(Command::Pause { id: id("c1") });
+        registry.apply(Command::Pause {
+            id: id("c1"),
+            now_ms: 0,
+        });
 
         let snapshot = serde_json::to_value(&registry)?;
-        let ids: Vec<&str> = snapshot
+        let ids: Vec<&str> = snapshot["clocks"]
             .as_array()
             .map(|clocks| {
                 clocks
@@ -579,11 +901,11 @@ mod tests {
         };
         let cases = [
             (
-                serde_json::json!([clock("c1", "a"), clock("c1", "b")]),
+                serde_json::json!({"clocks": [clock("c1", "a"), clock("c1", "b")], "ledger": {}}),
                 "corrupt registry snapshot: clock id c1 appears twice",
             ),
             (
-                serde_json::json!([clock("c1", "a"), clock("c2", "a")]),
+                serde_json::json!({"clocks": [clock("c1", "a"), clock("c2", "a")], "ledger": {}}),
                 "corrupt registry snapshot: clocks c1 and c2 both have name \"a\" and schedule \
                  every.1.second",
             ),
@@ -592,7 +914,7 @@ mod tests {
             let err = serde_json::from_value::<Registry>(snapshot).err();
             assert_eq!(err.map(|err| err.to_string()).as_deref(), Some(message));
         }
-        let empty: Registry = serde_json::from_str("[]")?;
+        let empty: Registry = serde_json::from_str(r#"{"clocks": [], "ledger": {}}"#)?;
         assert!(empty.is_empty());
         Ok(())
     }
@@ -608,11 +930,17 @@ mod tests {
                 queue_id: QueueId::new("q0".to_owned()),
             },
         };
-        let mut registry = Registry::try_from(vec![pending])?;
+        let mut registry = Registry::try_from(RegistrySnapshot {
+            clocks: vec![pending],
+            ledger: TickLedger::default(),
+        })?;
         create(&mut registry, "orders", "every.1.minute", "c3");
         create(&mut registry, "orders", "every.1.hour", "c1");
         create(&mut registry, "invoices", "every.5.seconds", "c2");
-        registry.apply(Command::Pause { id: id("c1") });
+        registry.apply(Command::Pause {
+            id: id("c1"),
+            now_ms: 0,
+        });
 
         /// Query pairs, and the ids they should list.
         type Case = (
@@ -643,6 +971,198 @@ mod tests {
                 .collect();
             assert_eq!(listed, *expected, "query {query:?}");
         }
+        Ok(())
+    }
+
+    fn intent(through_ms: u64, now_ms: u64) -> Command {
+        Command::Intend(Intent {
+            through_ms,
+            now_ms,
+            catch_up_ms: 60_000,
+            queue_limit: 100,
+        })
+    }
+
+    fn rabbit(name: &str, literal: &str, proposed_id: &str, now_ms: u64) -> Command {
+        Command::Register {
+            name: name.to_owned(),
+            schedule: schedule(literal),
+            id: id(proposed_id),
+            channel: Channel::Rabbit {
+                queue: format!("ticktok-{name};{literal}"),
+            },
+            max_clocks: NO_LIMIT,
+            now_ms,
+        }
+    }
+
+    fn outbox_ids(registry: &Registry) -> Vec<String> {
+        registry
+            .ledger()
+            .outbox
+            .values()
+            .map(|tick| tick.id.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn intents_file_the_ticks_of_active_clocks_once() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("a", "every.1.seconds", "ra", 500));
+        registry.apply(rabbit("b", "every.2.seconds", "rb", 500));
+        registry.apply(rabbit("c", "@never", "rc", 500));
+        let filed = registry.apply(intent(2_400, 1_900));
+        assert_eq!(
+            filed,
+            Outcome::Filed(Filed {
+                ticks: 3,
+                late: 1,
+                coalesced: 0,
+                dropped: 0
+            })
+        );
+        assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000", "rb-2000"]);
+        // The same window again files nothing: the watermark moved.
+        assert_eq!(
+            registry.apply(intent(2_400, 2_000)),
+            Outcome::Filed(Filed::default())
+        );
+        let confirmed = registry.apply(Command::Confirm {
+            ticks: vec![(1_000, TickId::scheduled(&id("ra"), 1_000))],
+        });
+        assert_eq!(confirmed, Outcome::Confirmed { count: 1 });
+        assert_eq!(outbox_ids(&registry), ["ra-2000", "rb-2000"]);
+    }
+
+    #[test]
+    fn a_clock_registered_behind_the_watermark_gets_its_covered_ticks() {
+        let mut registry = Registry::new();
+        registry.apply(intent(3_000, 2_500));
+        registry.apply(rabbit("late", "every.1.seconds", "rl", 1_500));
+        assert_eq!(outbox_ids(&registry), ["rl-2000", "rl-3000"]);
+    }
+
+    #[test]
+    fn pause_withdraws_future_ticks_and_resume_restarts_after_now() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("a", "every.1.seconds", "ra", 0));
+        registry.apply(intent(3_000, 2_100));
+        registry.apply(Command::Pause {
+            id: id("ra"),
+            now_ms: 2_100,
+        });
+        assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000"]);
+        registry.apply(intent(6_000, 5_500));
+        assert_eq!(
+            outbox_ids(&registry),
+            ["ra-1000", "ra-2000"],
+            "paused: nothing filed"
+        );
+        registry.apply(Command::Resume {
+            id: id("ra"),
+            now_ms: 5_500,
+        });
+        assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000", "ra-6000"]);
+    }
+
+    #[test]
+    fn manual_ticks_have_sequential_ids_and_ignore_status() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("n", "@never", "rn", 0));
+        registry.apply(Command::Pause {
+            id: id("rn"),
+            now_ms: 1,
+        });
+        registry.apply(Command::Tick {
+            id: id("rn"),
+            now_ms: 10,
+        });
+        registry.apply(Command::Tick {
+            id: id("rn"),
+            now_ms: 20,
+        });
+        assert_eq!(outbox_ids(&registry), ["rn-m0", "rn-m1"]);
+        assert!(registry.ledger().outbox.values().all(|tick| tick.manual));
+    }
+
+    #[test]
+    fn pops_return_due_ticks_once_and_unknown_queues_are_not_found() {
+        let mut registry = Registry::new();
+        let clock = create(&mut registry, "h", "every.1.seconds", "hc");
+        let Channel::Http { queue_id } = clock.channel.clone() else {
+            panic!("an http clock");
+        };
+        registry.apply(intent(3_500, 2_600));
+        let popped = registry.apply(Command::Pop {
+            queue: queue_id.clone(),
+            now_ms: 2_600,
+        });
+        let Outcome::Popped(ticks) = popped else {
+            panic!("a pop outcome, got {popped:?}");
+        };
+        let instants: Vec<u64> = ticks.iter().map(|tick| tick.due_at_ms).collect();
+        assert_eq!(instants, [1_000, 2_000]);
+        assert_eq!(
+            registry.apply(Command::Pop {
+                queue: queue_id.clone(),
+                now_ms: 2_700
+            }),
+            Outcome::Popped(Vec::new())
+        );
+        assert_eq!(registry.ledger().due_in_queue(&queue_id, 3_000), 1);
+        let unknown = Command::Pop {
+            queue: QueueId::new("nope".into()),
+            now_ms: 0,
+        };
+        assert_eq!(registry.apply(unknown), Outcome::NotFound);
+    }
+
+    #[test]
+    fn purge_removes_active_clocks_and_keeps_paused_ones() {
+        let mut registry = Registry::new();
+        let active = create(&mut registry, "a", "every.1.seconds", "c1");
+        create(&mut registry, "p", "every.1.seconds", "c2");
+        registry.apply(Command::Pause {
+            id: id("c2"),
+            now_ms: 0,
+        });
+        registry.apply(intent(2_000, 1_500));
+        let purged = registry.apply(Command::Purge {
+            clocks: vec![id("c1"), id("c2"), id("c9")],
+        });
+        assert_eq!(
+            purged,
+            Outcome::Purged {
+                clocks: vec![id("c1")]
+            }
+        );
+        assert!(registry.get(&id("c1")).is_none() && registry.get(&id("c2")).is_some());
+        let Channel::Http { queue_id } = active.channel else {
+            panic!("an http clock");
+        };
+        assert!(registry.clock_of_queue(&queue_id).is_none());
+        assert!(!registry.ledger().queues.contains_key(&queue_id));
+        // A later registration of the pair creates a fresh clock.
+        let again = registry.apply(register("a", "every.1.seconds", "c3", NO_LIMIT));
+        assert!(matches!(again, Outcome::Registered { created: true, .. }));
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_ledger() -> Result<(), serde_json::Error> {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("a", "every.1.seconds", "ra", 0));
+        create(&mut registry, "h", "every.1.seconds", "hc");
+        registry.apply(intent(3_000, 2_500));
+        registry.apply(Command::Tick {
+            id: id("ra"),
+            now_ms: 2_600,
+        });
+        let restored: Registry = serde_json::from_str(&serde_json::to_string(&registry)?)?;
+        assert_eq!(restored, registry);
+        assert_eq!(
+            outbox_ids(&restored),
+            ["ra-1000", "ra-2000", "ra-m0", "ra-3000"]
+        );
         Ok(())
     }
 }

@@ -1,0 +1,466 @@
+//! The tick ledger: which ticks the cluster has committed to deliver, and which of them are
+//! still undelivered. It is part of the replicated state, so a new leader knows exactly what
+//! its predecessor promised.
+//!
+//! # How a scheduled tick travels
+//!
+//! 1. The leader proposes [`Intent`]s a little ahead of time. Applying one moves the global
+//!    watermark `intended_through` forward and files every tick of every active clock that
+//!    falls due in the window: in the [`outbox`](TickLedger::outbox) for RabbitMQ clocks, in
+//!    the clock's replicated queue for http clocks.
+//! 2. For RabbitMQ, the leader publishes each outbox tick at its instant and, once the broker
+//!    confirms it, proposes a `Confirm` that removes it. Whatever is still in the outbox after
+//!    a failover is published again by the new leader, with the same [`TickId`].
+//! 3. For http, a poll pops the due ticks out of the queue through one Raft write, so each
+//!    tick reaches exactly one poller.
+//!
+//! # Late and missed ticks
+//!
+//! Ticks that fell due while no leader could commit are filed by the next intent. Those less
+//! than the catch-up window late are filed one by one (each with its own id); older ones of a
+//! clock are coalesced into one tick, the newest of them, so a long outage never ends in a
+//! burst. Both are counted.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{ClockId, QueueId};
+use crate::schedule::Schedule;
+
+/// The deterministic identity of one tick: the clock and the instant for a scheduled tick,
+/// the clock and a sequence number for a manual one. Every delivery of a tick, by any leader,
+/// carries the same id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TickId(String);
+
+impl TickId {
+    /// The id of the scheduled tick of `clock` at `instant_ms`.
+    pub fn scheduled(clock: &ClockId, instant_ms: u64) -> Self {
+        TickId(format!("{clock}-{instant_ms}"))
+    }
+
+    /// The id of the `sequence`-th manual tick of the cluster, delivered to `clock`.
+    pub fn manual(clock: &ClockId, sequence: u64) -> Self {
+        TickId(format!("{clock}-m{sequence}"))
+    }
+
+    /// The id as it appears in messages.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TickId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One tick committed for delivery.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tick {
+    /// The tick's identity.
+    pub id: TickId,
+    /// The clock it belongs to.
+    pub clock: ClockId,
+    /// The clock's name, for the message.
+    pub name: String,
+    /// The clock's schedule, for the message.
+    pub schedule: Schedule,
+    /// The instant the tick is due, in milliseconds since the Unix epoch. It is never
+    /// delivered before it.
+    pub due_at_ms: u64,
+    /// Whether the tick comes from the `tick` action rather than the schedule.
+    pub manual: bool,
+}
+
+/// A tick as clients receive it (SPEC §5): a JSON object with at least `schedule`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickMessage {
+    /// The clock's schedule (the Ticktok field).
+    pub schedule: String,
+    /// The clock id.
+    pub clock: String,
+    /// The clock name.
+    pub name: String,
+    /// The tick's deterministic id.
+    pub tick_id: String,
+    /// When the tick was due, RFC 3339 UTC with milliseconds.
+    pub scheduled_at: String,
+    /// Whether it came from the `tick` action.
+    pub manual: bool,
+}
+
+impl Tick {
+    /// The message delivered to clients.
+    pub fn message(&self) -> TickMessage {
+        TickMessage {
+            schedule: self.schedule.to_string(),
+            clock: self.clock.to_string(),
+            name: self.name.clone(),
+            tick_id: self.id.to_string(),
+            scheduled_at: rfc3339_millis(self.due_at_ms),
+            manual: self.manual,
+        }
+    }
+
+    /// How long the broker may hold a scheduled tick before dropping it: one interval minus
+    /// 1 ms, so a queue holds at most one scheduled tick of a clock (SPEC §5). `None` for a
+    /// manual tick, which does not expire.
+    pub fn expiry_ms(&self) -> Option<u64> {
+        if self.manual {
+            return None;
+        }
+        self.schedule
+            .interval_ms()
+            .map(|interval| interval.saturating_sub(1).max(1))
+    }
+}
+
+/// Formats milliseconds since the epoch as RFC 3339 UTC with milliseconds.
+pub fn rfc3339_millis(unix_ms: u64) -> String {
+    let millis = i64::try_from(unix_ms).unwrap_or(i64::MAX);
+    match chrono::DateTime::from_timestamp_millis(millis) {
+        Some(instant) => instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        None => "9999-12-31T23:59:59.999Z".to_string(),
+    }
+}
+
+/// A leader's intent to fire every tick due up to `through_ms`, stamped by the leader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// The end of the window (inclusive), in milliseconds since the epoch.
+    pub through_ms: u64,
+    /// The leader's clock when it proposed the intent.
+    pub now_ms: u64,
+    /// Ticks more than this late are coalesced.
+    pub catch_up_ms: u64,
+    /// The most ticks an http queue keeps; older ones are dropped.
+    pub queue_limit: u64,
+}
+
+/// What applying an [`Intent`] filed, for the counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filed {
+    /// Ticks filed for delivery.
+    pub ticks: u64,
+    /// Of those, ticks already due when the intent was proposed (a leader change or a stall).
+    pub late: u64,
+    /// Missed ticks older than the catch-up window, folded into a later tick.
+    pub coalesced: u64,
+    /// Ticks dropped from full http queues.
+    pub dropped: u64,
+}
+
+/// Running totals since the cluster was formed, replicated so that they survive failovers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickCounters {
+    /// Ticks filed for delivery, scheduled and manual.
+    pub filed: u64,
+    /// Ticks filed after their instant.
+    pub late: u64,
+    /// Missed ticks coalesced away.
+    pub coalesced: u64,
+    /// Ticks dropped from full http queues.
+    pub dropped: u64,
+}
+
+/// Per-clock bookkeeping of the ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// Scheduled ticks at instants after this one are due (set on registration and resume).
+    pub ticks_from_ms: u64,
+    /// The last time a consumer showed interest (registration, a poll, a resume).
+    pub last_activity_ms: u64,
+}
+
+/// The replicated record of committed and undelivered ticks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TickLedger {
+    /// Every scheduled instant up to this one has been filed.
+    pub intended_through_ms: u64,
+    /// Ticks for RabbitMQ clocks, committed and not yet confirmed by the broker, in due order.
+    /// Serialized as a list: JSON maps cannot have composite keys, and the key is derived.
+    #[serde(with = "outbox_as_list")]
+    pub outbox: BTreeMap<(u64, TickId), Tick>,
+    /// Ticks for http clocks, waiting to be popped.
+    pub queues: BTreeMap<QueueId, VecDeque<Tick>>,
+    /// Per clock: when its ticks start and when it was last used.
+    pub cursors: BTreeMap<ClockId, Cursor>,
+    /// The number of manual ticks filed so far: the next manual tick's sequence number.
+    pub manual_sequence: u64,
+    /// Totals.
+    pub counters: TickCounters,
+}
+
+/// Where a clock's ticks go, as the ledger needs to know it.
+#[derive(Clone, Copy, Debug)]
+pub enum Destination<'a> {
+    /// The RabbitMQ outbox.
+    Outbox,
+    /// The http queue with this id.
+    Queue(&'a QueueId),
+}
+
+impl TickLedger {
+    /// The scheduled instants of a clock to file for `intent`: the late ones within the
+    /// catch-up window each, the older ones coalesced into their newest. Returns the instants
+    /// and how many were coalesced away.
+    pub fn due_instants(
+        &self,
+        schedule: &Schedule,
+        cursor: &Cursor,
+        intent: &Intent,
+    ) -> (Vec<u64>, u64) {
+        let Some(interval) = schedule.interval_ms() else {
+            return (Vec::new(), 0);
+        };
+        let after = self.intended_through_ms.max(cursor.ticks_from_ms);
+        if intent.through_ms <= after {
+            return (Vec::new(), 0);
+        }
+        let cutoff = intent.now_ms.saturating_sub(intent.catch_up_ms);
+        let mut instants = Vec::new();
+        let mut coalesced = 0;
+        // Instants before the cutoff, computed without enumerating them (an outage of a day
+        // is 86 400 one-second instants): keep the newest, count the rest.
+        if let Some(first) = schedule.next_instant_after(after) {
+            let newest_old = (cutoff.saturating_sub(1) / interval) * interval;
+            if first < cutoff && newest_old >= first && newest_old <= intent.through_ms {
+                coalesced = (newest_old - first) / interval;
+                instants.push(newest_old);
+            }
+        }
+        let from = after.max(cutoff.saturating_sub(1));
+        instants.extend(schedule.instants_in(from, intent.through_ms));
+        (instants, coalesced)
+    }
+
+    /// Files one tick; an http queue beyond `queue_limit` drops its oldest tick.
+    pub fn file(&mut self, tick: Tick, destination: Destination<'_>, queue_limit: u64) -> u64 {
+        self.counters.filed += 1;
+        match destination {
+            Destination::Outbox => {
+                self.outbox.insert((tick.due_at_ms, tick.id.clone()), tick);
+                0
+            }
+            Destination::Queue(queue_id) => {
+                let queue = self.queues.entry(queue_id.clone()).or_default();
+                queue.push_back(tick);
+                let limit = usize::try_from(queue_limit.max(1)).unwrap_or(usize::MAX);
+                let mut dropped = 0;
+                while queue.len() > limit {
+                    queue.pop_front();
+                    dropped += 1;
+                }
+                self.counters.dropped += dropped;
+                dropped
+            }
+        }
+    }
+
+    /// Removes the ticks of `queue_id` that are due at `now_ms` and returns them, oldest
+    /// first. Ticks filed ahead of their instant stay.
+    pub fn pop_due(&mut self, queue_id: &QueueId, now_ms: u64) -> Vec<Tick> {
+        let Some(queue) = self.queues.get_mut(queue_id) else {
+            return Vec::new();
+        };
+        let (due, later): (VecDeque<Tick>, VecDeque<Tick>) =
+            queue.drain(..).partition(|tick| tick.due_at_ms <= now_ms);
+        *queue = later;
+        let mut due: Vec<Tick> = due.into();
+        due.sort_by_key(|tick| tick.due_at_ms);
+        due
+    }
+
+    /// The ticks of `queue_id` that are due at `now_ms`, without removing them.
+    pub fn due_in_queue(&self, queue_id: &QueueId, now_ms: u64) -> usize {
+        self.queues.get(queue_id).map_or(0, |queue| {
+            queue.iter().filter(|tick| tick.due_at_ms <= now_ms).count()
+        })
+    }
+
+    /// The earliest instant at which a tick of `queue_id` becomes due.
+    pub fn next_due_in_queue(&self, queue_id: &QueueId) -> Option<u64> {
+        self.queues
+            .get(queue_id)?
+            .iter()
+            .map(|tick| tick.due_at_ms)
+            .min()
+    }
+
+    /// Forgets everything about a clock (on purge).
+    pub fn forget(&mut self, clock: &ClockId, queue: Option<&QueueId>) {
+        self.cursors.remove(clock);
+        if let Some(queue) = queue {
+            self.queues.remove(queue);
+        }
+        self.outbox.retain(|_, tick| &tick.clock != clock);
+    }
+}
+
+/// The outbox's serialized form: its ticks in due order; the keys are rebuilt on load.
+mod outbox_as_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{Tick, TickId};
+
+    pub fn serialize<S: Serializer>(
+        outbox: &BTreeMap<(u64, TickId), Tick>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(outbox.values())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<(u64, TickId), Tick>, D::Error> {
+        let ticks = Vec::<Tick>::deserialize(deserializer)?;
+        Ok(ticks
+            .into_iter()
+            .map(|tick| ((tick.due_at_ms, tick.id.clone()), tick))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(literal: &str) -> Schedule {
+        Schedule::parse(literal).unwrap_or_else(|err| panic!("{literal}: {err}"))
+    }
+
+    fn intent(through_ms: u64, now_ms: u64) -> Intent {
+        Intent {
+            through_ms,
+            now_ms,
+            catch_up_ms: 60_000,
+            queue_limit: 3,
+        }
+    }
+
+    #[test]
+    fn ids_are_deterministic() {
+        let clock = ClockId::new("c".into());
+        assert_eq!(TickId::scheduled(&clock, 5_000).as_str(), "c-5000");
+        assert_eq!(TickId::manual(&clock, 7).as_str(), "c-m7");
+    }
+
+    #[test]
+    fn messages_carry_every_spec_field() {
+        let tick = Tick {
+            id: TickId::scheduled(&ClockId::new("c".into()), 1_700_000_000_000),
+            clock: ClockId::new("c".into()),
+            name: "n".into(),
+            schedule: schedule("every.10.seconds"),
+            due_at_ms: 1_700_000_000_000,
+            manual: false,
+        };
+        let message = tick.message();
+        assert_eq!(message.scheduled_at, "2023-11-14T22:13:20.000Z");
+        assert_eq!(message.tick_id, "c-1700000000000");
+        assert_eq!(tick.expiry_ms(), Some(9_999));
+        assert_eq!(
+            Tick {
+                manual: true,
+                ..tick
+            }
+            .expiry_ms(),
+            None
+        );
+    }
+
+    #[test]
+    fn an_intent_files_the_instants_of_its_window() {
+        let ledger = TickLedger {
+            intended_through_ms: 10_000,
+            ..TickLedger::default()
+        };
+        let cursor = Cursor {
+            ticks_from_ms: 0,
+            last_activity_ms: 0,
+        };
+        let every_second = schedule("every.1.seconds");
+        let (instants, coalesced) =
+            ledger.due_instants(&every_second, &cursor, &intent(12_500, 12_000));
+        assert_eq!((instants, coalesced), (vec![11_000, 12_000], 0));
+        // A clock registered at 11 500 starts after it.
+        let young = Cursor {
+            ticks_from_ms: 11_500,
+            last_activity_ms: 11_500,
+        };
+        assert_eq!(
+            ledger
+                .due_instants(&every_second, &young, &intent(12_500, 12_000))
+                .0,
+            vec![12_000]
+        );
+        assert!(
+            ledger
+                .due_instants(&schedule("@never"), &cursor, &intent(99_000, 0))
+                .0
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_long_outage_is_coalesced_beyond_the_catch_up_window() {
+        let ledger = TickLedger {
+            intended_through_ms: 0,
+            ..TickLedger::default()
+        };
+        let cursor = Cursor {
+            ticks_from_ms: 0,
+            last_activity_ms: 0,
+        };
+        // Down from 0 to 100 s, window 60 s: instants 1..=39 s are older than the cutoff (40 s);
+        // 39 s stands for them all, 40..=100 s are delivered one by one.
+        let (instants, coalesced) = ledger.due_instants(
+            &schedule("every.1.seconds"),
+            &cursor,
+            &intent(100_000, 100_000),
+        );
+        assert_eq!(coalesced, 38);
+        assert_eq!(instants.first(), Some(&39_000));
+        assert_eq!(instants[1], 40_000);
+        assert_eq!(instants.last(), Some(&100_000));
+        assert_eq!(instants.len(), 62);
+        let mut sorted = instants.clone();
+        sorted.dedup();
+        assert_eq!(sorted, instants, "no instant twice");
+    }
+
+    #[test]
+    fn http_queues_are_bounded_and_pop_only_due_ticks() {
+        let mut ledger = TickLedger::default();
+        let queue = QueueId::new("q".into());
+        let clock = ClockId::new("c".into());
+        for at in [1_000, 2_000, 3_000, 4_000, 5_000] {
+            let tick = Tick {
+                id: TickId::scheduled(&clock, at),
+                clock: clock.clone(),
+                name: "n".into(),
+                schedule: schedule("every.1.seconds"),
+                due_at_ms: at,
+                manual: false,
+            };
+            ledger.file(tick, Destination::Queue(&queue), 3);
+        }
+        assert_eq!(ledger.counters.dropped, 2);
+        assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
+        let popped: Vec<u64> = ledger
+            .pop_due(&queue, 4_500)
+            .iter()
+            .map(|t| t.due_at_ms)
+            .collect();
+        assert_eq!(popped, vec![3_000, 4_000]);
+        assert_eq!(ledger.next_due_in_queue(&queue), Some(5_000));
+        assert!(ledger.pop_due(&queue, 4_500).is_empty());
+    }
+}
