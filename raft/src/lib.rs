@@ -40,6 +40,7 @@ pub mod state;
 pub mod status;
 pub mod timing;
 mod types;
+pub mod wall_clock;
 
 pub use replica::{Replica, ReplicaError};
 pub use state::{ReplicatedState, StateHandle};

@@ -1,22 +1,23 @@
 //! Raft timings, chosen for a loaded two-core machine.
 //!
-//! * Heartbeat every 150 ms: frequent enough that a follower notices a dead leader quickly, rare
+//! * Heartbeat every 100 ms: frequent enough that a follower notices a dead leader quickly, rare
 //!   enough that three nodes' heartbeats cost nothing next to real work.
-//! * Election timeout drawn from 750–1500 ms: five to ten missed heartbeats. A busy two-core box
-//!   can stall a process for a few hundred milliseconds (an fsync, a compaction, the test suite
-//!   compiling beside it); a shorter timeout would turn such stalls into needless elections and
-//!   a longer one would stretch failover. With it, a killed leader is replaced within about two
-//!   seconds, inside the three seconds the cluster promises.
+//! * Election timeout drawn from 500–1000 ms: five to ten missed heartbeats. The upper bound is
+//!   set by the tick promise: a killed leader's last tick plus one election must stay within
+//!   the 2.5 s gap an `every.1.seconds` clock may see (one interval, one election, a few
+//!   commits). The lower bound tolerates the stalls a busy two-core box inflicts on a process
+//!   (an fsync, a compaction, a compiler beside it) without needless elections. The leader's
+//!   publishing lease (`tickd-engine`) must stay shorter than the lower bound.
 //! * Snapshot chunks of 1 MiB, under the RPC body limit with room to spare.
 
 use openraft::{Config, SnapshotPolicy};
 
 /// Milliseconds between leader heartbeats.
-pub const HEARTBEAT_MS: u64 = 150;
+pub const HEARTBEAT_MS: u64 = 100;
 /// Lower bound of the randomized election timeout.
-pub const ELECTION_TIMEOUT_MIN_MS: u64 = 750;
+pub const ELECTION_TIMEOUT_MIN_MS: u64 = 500;
 /// Upper bound of the randomized election timeout.
-pub const ELECTION_TIMEOUT_MAX_MS: u64 = 1500;
+pub const ELECTION_TIMEOUT_MAX_MS: u64 = 1000;
 /// Size of one snapshot chunk on the wire.
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
 /// Default number of applied entries between two snapshots.
