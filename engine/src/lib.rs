@@ -1,0 +1,94 @@
+//! The tick engine: how the leader turns schedules into delivered ticks.
+//!
+//! # The promise, and how it is kept
+//!
+//! A tick is published only after the leader has committed its intent to fire it (SPEC §7).
+//! The leader proposes an intent a little ahead of time ([`duties::LOOKAHEAD`]): applying it
+//! files every tick due in the window into the replicated ledger (`tickd_domain::TickLedger`),
+//! so the publish at the instant itself needs no consensus round. RabbitMQ ticks wait in the
+//! ledger's outbox until the broker confirms them; the leader then commits a `Confirm` that
+//! removes them, in batches. A new leader finds the unconfirmed ticks in the outbox and
+//! publishes them again with the same ids: no tick is lost, and a repeat is recognizable.
+//!
+//! Publishing needs the leader's [`lease`](lease::Lease), renewed through a quorum, so a
+//! deposed, partitioned or stopped leader publishes nothing new.
+//!
+//! Http ticks need no publisher: the intent files them in the clock's replicated queue and a
+//! poll pops them (see `tickd-api`).
+//!
+//! # Neighbours
+//!
+//! Below: `tickd-raft` (the `Replica` to propose and read through) and `tickd-domain` (the
+//! ledger). lapin is known only to [`rabbit`]. The `tickd` binary starts [`run`] on every
+//! node; it acts only while the node leads.
+
+pub mod duties;
+pub mod lease;
+pub mod rabbit;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use duties::run;
+pub use rabbit::{Broker, BrokerError};
+
+/// Settings of the tick engine (`cluster.toml`).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// An active clock whose channel has no consumer for this long is removed (SPEC §6); also
+    /// the `x-expires` of RabbitMQ queues.
+    pub clock_ttl: Duration,
+    /// Ticks missed by more than this are coalesced (SPEC §7).
+    pub catch_up: Duration,
+    /// The most ticks an http queue keeps; older ones are dropped and counted.
+    pub http_queue_limit: u64,
+}
+
+impl EngineConfig {
+    fn clock_ttl_ms(&self) -> u64 {
+        u64::try_from(self.clock_ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn catch_up_ms(&self) -> u64 {
+        u64::try_from(self.catch_up.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Abandoned clocks are looked for four times per TTL, so one is removed at most a
+    /// quarter TTL late.
+    fn purge_every(&self) -> Duration {
+        (self.clock_ttl / 4).max(Duration::from_millis(250))
+    }
+}
+
+/// What this node's engine did while leading, for operators.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Ticks filed by intents this node proposed.
+    pub filed: AtomicU64,
+    /// Of those, filed after their instant.
+    pub late: AtomicU64,
+    /// Missed ticks coalesced away.
+    pub coalesced: AtomicU64,
+    /// Ticks dropped from full http queues.
+    pub dropped: AtomicU64,
+    /// RabbitMQ ticks confirmed by the broker.
+    pub delivered: AtomicU64,
+    /// Ticks inherited from a previous leader and published again.
+    pub redelivered: AtomicU64,
+    /// The worst lateness at publish time, in milliseconds.
+    pub max_publish_lateness_ms: AtomicU64,
+}
+
+impl Counters {
+    fn record_filed(&self, filed: &tickd_domain::Filed) {
+        self.filed.fetch_add(filed.ticks, Ordering::Relaxed);
+        self.late.fetch_add(filed.late, Ordering::Relaxed);
+        self.coalesced.fetch_add(filed.coalesced, Ordering::Relaxed);
+        self.dropped.fetch_add(filed.dropped, Ordering::Relaxed);
+    }
+
+    fn record_publish_lateness(&self, lateness_ms: u64) {
+        self.max_publish_lateness_ms
+            .fetch_max(lateness_ms, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,215 @@
+//! RabbitMQ, through one lapin connection per node.
+//!
+//! [`Broker`] keeps one connection with two channels: one in confirm mode for publishing ticks
+//! (many publishes in flight, each confirmed asynchronously) and one for queue declarations.
+//! A failed operation drops the connection; the next operation reconnects, at most once per
+//! [`RECONNECT_PAUSE`], so a broker outage costs a failed attempt now and then, never a busy
+//! loop. Ticks that could not be published stay in the replicated outbox and are retried.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, PublisherConfirm};
+use tickd_domain::Tick;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// The least time between two connection attempts.
+pub const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+
+/// Why a broker operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BrokerError {
+    /// The broker is unreachable or refused the connection.
+    #[error("RabbitMQ at the configured URI is unreachable: {0}")]
+    Unreachable(String),
+    /// A connection attempt failed recently; the next one waits.
+    #[error("RabbitMQ was unreachable a moment ago; retrying shortly")]
+    Backoff,
+    /// The broker refused an operation.
+    #[error("RabbitMQ refused {what}: {reason}")]
+    Refused {
+        /// The operation.
+        what: String,
+        /// The broker's reason.
+        reason: String,
+    },
+}
+
+struct Session {
+    /// Kept to report the connection's state; dropping it closes the channels.
+    connection: Connection,
+    publish: Channel,
+    declare: Channel,
+}
+
+/// This node's RabbitMQ client.
+#[derive(Clone)]
+pub struct Broker {
+    uri: String,
+    app_id: String,
+    queue_ttl: Duration,
+    session: Arc<Mutex<Option<Session>>>,
+    last_attempt: Arc<Mutex<Option<Instant>>>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URI may hold credentials.
+        f.debug_struct("Broker")
+            .field("queue_ttl", &self.queue_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// A client for `uri`; queues it declares expire after `queue_ttl` without consumers.
+    /// `app_id` names this node in every message it publishes, so that an operator (and the
+    /// failover tests) can tell which leader published a tick.
+    pub fn new(uri: String, queue_ttl: Duration, app_id: String) -> Self {
+        Self {
+            uri,
+            app_id,
+            queue_ttl,
+            session: Arc::new(Mutex::new(None)),
+            last_attempt: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Declares a clock's queue: durable, expiring after the clock TTL without consumers
+    /// (`x-expires`). Idempotent; it also re-creates a queue that expired.
+    pub async fn declare_queue(&self, queue: &str) -> Result<(), BrokerError> {
+        let mut arguments = FieldTable::default();
+        let ttl = i64::try_from(self.queue_ttl.as_millis()).unwrap_or(i64::MAX);
+        arguments.insert(ShortString::from("x-expires"), AMQPValue::LongLongInt(ttl));
+        let options = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        self.with_session(|session| {
+            let channel = session.declare.clone();
+            let queue = ShortString::from(queue);
+            async move {
+                channel
+                    .queue_declare(queue, options, arguments)
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await
+        .map_err(|error| refused(format!("declaring queue {queue:?}"), error))
+    }
+
+    /// Publishes one tick to its clock's queue and returns the broker's pending confirmation.
+    ///
+    /// The publish is `mandatory`: if the queue no longer exists (it expired because nobody
+    /// consumed it), the broker returns the message with its confirmation, which tells the
+    /// leader that the clock is abandoned without a query that would itself renew the queue.
+    pub async fn publish(&self, queue: &str, tick: &Tick) -> Result<PublisherConfirm, BrokerError> {
+        let payload = serde_json::to_vec(&tick.message()).unwrap_or_default();
+        let mut properties = BasicProperties::default()
+            .with_content_type(ShortString::from("application/json"))
+            .with_delivery_mode(2)
+            .with_message_id(ShortString::from(tick.id.as_str()))
+            .with_app_id(ShortString::from(self.app_id.as_str()))
+            .with_timestamp(tick.due_at_ms / 1000);
+        if let Some(expiry) = tick.expiry_ms() {
+            properties = properties.with_expiration(ShortString::from(expiry.to_string()));
+        }
+        self.with_session(|session| {
+            let channel = session.publish.clone();
+            let queue = ShortString::from(queue);
+            async move {
+                channel
+                    .basic_publish(
+                        ShortString::from(""),
+                        queue,
+                        BasicPublishOptions {
+                            mandatory: true,
+                            ..BasicPublishOptions::default()
+                        },
+                        &payload,
+                        properties,
+                    )
+                    .await
+            }
+        })
+        .await
+        .map_err(|error| refused(format!("publishing to {queue:?}"), error))
+    }
+
+    /// Runs `operation` on the live session; a failure drops the session so that the next
+    /// operation reconnects.
+    async fn with_session<F, Fut, T>(&self, operation: F) -> Result<T, SessionError>
+    where
+        F: FnOnce(&Session) -> Fut,
+        Fut: Future<Output = lapin::Result<T>>,
+    {
+        let mut guard = self.connected().await.map_err(SessionError::Broker)?;
+        let Some(session) = guard.as_ref() else {
+            return Err(SessionError::Broker(BrokerError::Backoff));
+        };
+        let pending = operation(session);
+        match pending.await {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                let reported = SessionError::Lapin(error.to_string());
+                *guard = None;
+                Err(reported)
+            }
+        }
+    }
+
+    async fn connected(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Session>>, BrokerError> {
+        let mut guard = self.session.lock().await;
+        if guard
+            .as_ref()
+            .is_some_and(|session| session.connection.status().connected())
+        {
+            return Ok(guard);
+        }
+        {
+            let mut last = self.last_attempt.lock().await;
+            if last.is_some_and(|at| at.elapsed() < RECONNECT_PAUSE) {
+                return Err(BrokerError::Backoff);
+            }
+            *last = Some(Instant::now());
+        }
+        *guard = Some(self.connect().await?);
+        tracing::info!("connected to RabbitMQ");
+        Ok(guard)
+    }
+
+    async fn connect(&self) -> Result<Session, BrokerError> {
+        let unreachable = |error: lapin::Error| BrokerError::Unreachable(error.to_string());
+        let connection = Connection::connect(&self.uri, ConnectionProperties::default())
+            .await
+            .map_err(unreachable)?;
+        let publish = connection.create_channel().await.map_err(unreachable)?;
+        publish
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(unreachable)?;
+        let declare = connection.create_channel().await.map_err(unreachable)?;
+        Ok(Session {
+            connection,
+            publish,
+            declare,
+        })
+    }
+}
+
+/// A failure inside [`Broker::with_session`].
+enum SessionError {
+    Broker(BrokerError),
+    Lapin(String),
+}
+
+fn refused(what: String, error: SessionError) -> BrokerError {
+    match error {
+        SessionError::Broker(error) => error,
+        SessionError::Lapin(reason) => BrokerError::Refused { what, reason },
+    }
+}
