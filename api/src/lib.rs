@@ -16,8 +16,10 @@
 
 pub mod auth;
 mod base_url;
+pub mod channels;
 pub mod error;
 mod ids;
+pub mod polls;
 pub mod routes;
 mod view;
 
@@ -29,7 +31,9 @@ use axum::{Router, middleware};
 use tickd_raft::Replica;
 
 pub use auth::AccessToken;
+pub use channels::QueueDeclarer;
 pub use error::ApiError;
+pub use polls::PollTracker;
 
 /// The largest request body accepted (SPEC §2): larger bodies get a 413 before parsing.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -41,6 +45,10 @@ pub struct AppState {
     pub replica: Replica,
     /// The API's settings.
     pub config: Arc<ApiConfig>,
+    /// Declares RabbitMQ queues; `Some` exactly when `config.rabbit_uri` is.
+    pub queues: Option<Arc<dyn QueueDeclarer>>,
+    /// Polls that found nothing, reported in batches.
+    pub polls: PollTracker,
 }
 
 /// Settings of the API, fixed at start-up.
@@ -59,11 +67,18 @@ pub struct ApiConfig {
 }
 
 /// The router of a node's API address.
-pub fn router(replica: Replica, config: ApiConfig) -> Router {
+pub fn router(
+    replica: Replica,
+    config: ApiConfig,
+    queues: Option<Arc<dyn QueueDeclarer>>,
+    polls: PollTracker,
+) -> Router {
     let token = config.token.clone();
     let state = AppState {
         replica,
         config: Arc::new(config),
+        queues,
+        polls,
     };
     let protected = Router::new()
         .route("/api/v1/cluster", get(routes::cluster::cluster))
@@ -76,6 +91,7 @@ pub fn router(replica: Replica, config: ApiConfig) -> Router {
         .layer(middleware::from_fn_with_state(token, auth::require_token));
     Router::new()
         .route("/mgmt/health", get(routes::health::health))
+        .route("/api/v1/queues/{queue_id}/pop", get(routes::queues::pop))
         .merge(protected)
         .fallback(unknown_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -19,6 +19,12 @@ pub const DEFAULT_DATA_DIR: &str = "data";
 pub const DEFAULT_MAX_CLOCKS: u64 = 1_000_000;
 /// Default bound on how long a write waits for a leader before the client gets a 503.
 pub const DEFAULT_FORWARD_DEADLINE: Duration = Duration::from_secs(5);
+/// Default time an active clock may go unconsumed before it is removed (SPEC §6).
+pub const DEFAULT_CLOCK_TTL: Duration = Duration::from_secs(120);
+/// Default catch-up window for ticks missed while no leader existed (SPEC §7).
+pub const DEFAULT_CATCH_UP: Duration = Duration::from_secs(60);
+/// Default bound of an http queue, in ticks.
+pub const DEFAULT_HTTP_QUEUE_LIMIT: u64 = 1_000;
 
 /// `cluster.toml` as written by people and tools.
 #[derive(Debug, Deserialize)]
@@ -30,6 +36,9 @@ struct ClusterFile {
     snapshot_every: Option<u64>,
     max_clocks: Option<u64>,
     forward_deadline_ms: Option<u64>,
+    clock_ttl_ms: Option<u64>,
+    catch_up_ms: Option<u64>,
+    http_queue_limit: Option<u64>,
     #[serde(default)]
     node: Vec<NodeEntry>,
 }
@@ -71,6 +80,17 @@ pub struct NodeConfig {
     pub max_clocks: u64,
     /// How long a write may wait for a leader.
     pub forward_deadline: Duration,
+    /// The tick engine's settings.
+    pub engine: tickd_engine::EngineConfig,
+}
+
+/// The engine settings when the cluster file does not set them.
+fn default_engine() -> tickd_engine::EngineConfig {
+    tickd_engine::EngineConfig {
+        clock_ttl: DEFAULT_CLOCK_TTL,
+        catch_up: DEFAULT_CATCH_UP,
+        http_queue_limit: DEFAULT_HTTP_QUEUE_LIMIT,
+    }
 }
 
 /// A configuration that cannot be run. Every message names the file and what to change.
@@ -136,6 +156,7 @@ impl NodeConfig {
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
             max_clocks: DEFAULT_MAX_CLOCKS,
             forward_deadline: DEFAULT_FORWARD_DEADLINE,
+            engine: default_engine(),
         }
     }
 
@@ -235,6 +256,15 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
             .forward_deadline_ms
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_FORWARD_DEADLINE),
+        engine: tickd_engine::EngineConfig {
+            clock_ttl: file
+                .clock_ttl_ms
+                .map_or(DEFAULT_CLOCK_TTL, Duration::from_millis),
+            catch_up: file
+                .catch_up_ms
+                .map_or(DEFAULT_CATCH_UP, Duration::from_millis),
+            http_queue_limit: file.http_queue_limit.unwrap_or(DEFAULT_HTTP_QUEUE_LIMIT),
+        },
     })
 }
 

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use tickd_api::{AccessToken, ApiConfig};
+use futures::future::BoxFuture;
+use tickd_api::{AccessToken, ApiConfig, PollTracker, QueueDeclarer};
+use tickd_engine::{Broker, Counters};
 use tickd_raft::network::{PeerNetwork, PeerTransport};
 use tickd_raft::secret::ClusterSecret;
 use tickd_raft::{Raft, Replica};
@@ -106,6 +108,16 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         .ok()
         .filter(|uri| !uri.is_empty())
         .or(config.rabbit_uri.clone());
+    let broker = rabbit_uri.clone().map(|uri| {
+        Broker::new(
+            uri,
+            config.engine.clock_ttl,
+            format!("tickd-node-{}", config.id),
+        )
+    });
+    let declarer = broker
+        .clone()
+        .map(|broker| Arc::new(RabbitQueues(broker)) as Arc<dyn QueueDeclarer>);
     let api = ApiConfig {
         token: AccessToken::new(token),
         public_url: config.public_url.clone(),
@@ -113,11 +125,21 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         rabbit_uri,
         max_clocks: config.max_clocks,
     };
-    let api_server = serve(
-        api_listener,
-        tickd_api::router(replica.clone(), api),
+    let polls = PollTracker::default();
+    let router = tickd_api::router(replica.clone(), api, declarer, polls.clone());
+    let api_server = serve(api_listener, router, stopped.clone());
+    tokio::spawn(tickd_api::polls::report(
+        polls,
+        replica.clone(),
+        stopped.clone(),
+    ));
+    tokio::spawn(tickd_engine::run(
+        replica.clone(),
+        broker,
+        config.engine.clone(),
+        Arc::new(Counters::default()),
         stopped,
-    );
+    ));
     let raft_server = tokio::spawn(raft_server);
     let api_server = tokio::spawn(api_server);
     tokio::spawn(bootstrap::form_cluster(replica, config.members.clone()));
@@ -185,4 +207,13 @@ async fn wait_for_shutdown_signal() -> Result<(), NodeError> {
         _ = interrupt.recv() => {}
     }
     Ok(())
+}
+
+/// The API's view of the broker: it only declares queues.
+struct RabbitQueues(Broker);
+
+impl QueueDeclarer for RabbitQueues {
+    fn declare<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { self.0.declare_queue(queue).await.map_err(|e| e.to_string()) })
+    }
 }

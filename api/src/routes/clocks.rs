@@ -10,6 +10,8 @@ use tickd_domain::{
     Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Outcome, Schedule, validate_name,
 };
 
+use tickd_raft::wall_clock;
+
 use crate::AppState;
 use crate::base_url::BaseUrl;
 use crate::error::ApiError;
@@ -50,6 +52,7 @@ pub async fn register(
         id: ids::clock_id(),
         channel,
         max_clocks: app.config.max_clocks,
+        now_ms: wall_clock::now_ms(),
     };
     let (clock, created) = match app.replica.write(command).await? {
         Outcome::Registered { clock, created } => (clock, created),
@@ -65,6 +68,7 @@ pub async fn register(
         Outcome::Rejected { reason } => return Err(ApiError::bad_request(reason)),
         other => return Err(unexpected(&other)),
     };
+    prepare_channel(&app, &clock.channel).await?;
     // A new clock shows PENDING in this response, as Ticktok's server did; its stored status
     // is already ACTIVE, since registration is one atomic command.
     let shown_status = if created {
@@ -131,10 +135,20 @@ pub async fn act(
     Path((id, action)): Path<(String, String)>,
 ) -> Result<Json<ClockView>, ApiError> {
     let clock_id = ClockId::new(id.clone());
+    let now_ms = wall_clock::now_ms();
     let command = match action.as_str() {
-        "pause" => Command::Pause { id: clock_id },
-        "resume" => Command::Resume { id: clock_id },
-        "tick" => Command::Tick { id: clock_id },
+        "pause" => Command::Pause {
+            id: clock_id,
+            now_ms,
+        },
+        "resume" => Command::Resume {
+            id: clock_id,
+            now_ms,
+        },
+        "tick" => Command::Tick {
+            id: clock_id,
+            now_ms,
+        },
         _ => {
             return Err(ApiError::not_found(format!(
                 "unknown action {}: the actions are pause, resume and tick",
@@ -142,11 +156,33 @@ pub async fn act(
             )));
         }
     };
+    let resumed = matches!(command, Command::Resume { .. });
     match app.replica.write(command).await? {
-        Outcome::Updated(clock) => Ok(Json(ClockView::of(&clock, &base))),
+        Outcome::Updated(clock) => {
+            // A queue may have expired while its clock was paused.
+            if resumed {
+                prepare_channel(&app, &clock.channel).await?;
+            }
+            Ok(Json(ClockView::of(&clock, &base)))
+        }
         Outcome::NotFound => Err(unknown_clock(&id)),
         other => Err(unexpected(&other)),
     }
+}
+
+/// Makes sure a RabbitMQ clock's queue exists on the broker before the client is answered.
+async fn prepare_channel(app: &AppState, channel: &Channel) -> Result<(), ApiError> {
+    let (Channel::Rabbit { queue }, Some(queues)) = (channel, &app.queues) else {
+        return Ok(());
+    };
+    queues.declare(queue).await.map_err(|reason| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the clock is registered but its RabbitMQ queue could not be declared: {reason}"
+            ),
+        )
+    })
 }
 
 fn unknown_clock(id: &str) -> ApiError {

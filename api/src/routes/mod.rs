@@ -3,3 +3,4 @@
 pub mod clocks;
 pub mod cluster;
 pub mod health;
+pub mod queues;

@@ -1,0 +1,116 @@
+//! `GET /api/v1/queues/{queue_id}/pop`: the http channel (SPEC §2).
+//!
+//! No token: the unguessable queue id is the capability. The due ticks are returned and
+//! removed through one Raft write, so each reaches exactly one poller whichever node it asks;
+//! a poll that finds nothing costs no write. `?wait=N` (N ≤ 30) holds the request until a
+//! tick is due or N seconds pass.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use tickd_domain::{Command, Excerpt, Outcome, QueueId, TickMessage};
+use tickd_raft::wall_clock;
+use tokio::time::{Instant, sleep_until};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The longest `?wait` accepted, in seconds.
+pub const MAX_WAIT_SECONDS: u64 = 30;
+
+/// The handler.
+pub async fn pop(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Vec<TickMessage>>, ApiError> {
+    let wait = wait_from(query.as_deref())?;
+    let queue = QueueId::new(queue);
+    let deadline = Instant::now() + wait;
+    app.replica.linearize().await?;
+    let mut applied = app.replica.raft().metrics();
+    loop {
+        let now = wall_clock::now_ms();
+        let (due, next_due) = {
+            let state = app.replica.state().read();
+            let registry = &state.registry;
+            if registry.clock_of_queue(&queue).is_none() {
+                return Err(ApiError::not_found(format!(
+                    "there is no queue {}: its clock may have been removed after going \
+                     unconsumed for the clock TTL; register the clock again",
+                    Excerpt::of(queue.as_str())
+                )));
+            }
+            let ledger = registry.ledger();
+            (
+                ledger.due_in_queue(&queue, now),
+                ledger.next_due_in_queue(&queue),
+            )
+        };
+        if due > 0 {
+            let popped = app
+                .replica
+                .write(Command::Pop {
+                    queue: queue.clone(),
+                    now_ms: now,
+                })
+                .await?;
+            match popped {
+                Outcome::Popped(ticks) if !ticks.is_empty() => {
+                    return Ok(Json(ticks.iter().map(|tick| tick.message()).collect()));
+                }
+                // Another poller took them first; wait for the next ones.
+                Outcome::Popped(_) => {}
+                Outcome::NotFound => continue,
+                other => {
+                    tracing::error!(?other, "a pop had an unexpected outcome");
+                    return Err(ApiError::not_found("the queue disappeared during the poll"));
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            app.polls.polled(&queue);
+            return Ok(Json(Vec::new()));
+        }
+        // Wake when the next filed tick falls due, when the state changes, or at the deadline.
+        let until_due =
+            next_due.map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now)));
+        let wake = until_due.map_or(deadline, |at| at.min(deadline));
+        tokio::select! {
+            _ = sleep_until(wake) => {}
+            _ = applied.changed() => {}
+        }
+    }
+}
+
+/// Parses `?wait=N` (seconds, 0..=30); other keys are ignored.
+fn wait_from(query: Option<&str>) -> Result<Duration, ApiError> {
+    let query = query.unwrap_or_default();
+    let Some((_, value)) = form_urlencoded::parse(query.as_bytes()).find(|(key, _)| key == "wait")
+    else {
+        return Ok(Duration::ZERO);
+    };
+    match value.parse::<u64>() {
+        Ok(seconds) if seconds <= MAX_WAIT_SECONDS => Ok(Duration::from_secs(seconds)),
+        _ => Err(ApiError::bad_request(format!(
+            "wait must be a whole number of seconds from 0 to {MAX_WAIT_SECONDS}, not {}",
+            Excerpt::of(&value)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_is_bounded_and_numeric() {
+        assert_eq!(wait_from(None), Ok(Duration::ZERO));
+        assert_eq!(wait_from(Some("wait=5")), Ok(Duration::from_secs(5)));
+        assert_eq!(wait_from(Some("x=1&wait=30")), Ok(Duration::from_secs(30)));
+        for bad in ["wait=31", "wait=-1", "wait=1.5", "wait=", "wait=soon"] {
+            assert!(wait_from(Some(bad)).is_err(), "{bad}");
+        }
+    }
+}
