@@ -117,6 +117,7 @@ pub struct TestClusterBuilder {
     rabbit_uri: Option<String>,
     snapshot_every: Option<u64>,
     max_clocks: Option<u64>,
+    clock_ttl_ms: Option<u64>,
     env: Vec<(String, String)>,
     initially_down: BTreeSet<NodeId>,
     wait_ready: bool,
@@ -130,6 +131,7 @@ impl Default for TestClusterBuilder {
             rabbit_uri: None,
             snapshot_every: None,
             max_clocks: None,
+            clock_ttl_ms: None,
             env: Vec::new(),
             initially_down: BTreeSet::new(),
             wait_ready: true,
@@ -153,6 +155,12 @@ impl TestClusterBuilder {
     /// The RabbitMQ URI (`rabbit_uri`); `None` (the default) selects the http channel.
     pub fn rabbit_uri(mut self, uri: Option<String>) -> Self {
         self.rabbit_uri = uri;
+        self
+    }
+
+    /// How long an unconsumed clock lives (`clock_ttl_ms`); unset keeps the node's default.
+    pub fn clock_ttl_ms(mut self, ttl: u64) -> Self {
+        self.clock_ttl_ms = Some(ttl);
         self
     }
 
@@ -212,6 +220,7 @@ impl TestClusterBuilder {
         config.rabbit_uri = self.rabbit_uri;
         config.snapshot_every = self.snapshot_every;
         config.max_clocks = self.max_clocks;
+        config.clock_ttl_ms = self.clock_ttl_ms;
         let config_path = dir_path.join("cluster.toml");
         config.write(&config_path).expect("write cluster.toml");
 

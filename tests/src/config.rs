@@ -28,6 +28,8 @@ pub struct ClusterConfig {
     pub snapshot_every: Option<u64>,
     /// The cap on the number of clocks; `None` keeps the node's default.
     pub max_clocks: Option<u64>,
+    /// How long an unconsumed clock lives, in ms; `None` keeps the node's default.
+    pub clock_ttl_ms: Option<u64>,
     /// The members, in the order they are written.
     pub nodes: Vec<NodeConfig>,
 }
@@ -75,6 +77,7 @@ impl ClusterConfig {
             rabbit_uri: None,
             snapshot_every: None,
             max_clocks: None,
+            clock_ttl_ms: None,
             nodes,
         }
     }
@@ -93,6 +96,9 @@ impl ClusterConfig {
         }
         if let Some(max) = self.max_clocks {
             let _ = writeln!(out, "max_clocks = {max}");
+        }
+        if let Some(ttl) = self.clock_ttl_ms {
+            let _ = writeln!(out, "clock_ttl_ms = {ttl}");
         }
         for node in &self.nodes {
             out.push('\n');

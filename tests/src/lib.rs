@@ -35,6 +35,7 @@ pub mod api;
 pub mod cluster;
 pub mod config;
 pub mod ports;
+pub mod rabbit;
 pub mod wait;
 
 pub use cluster::{NodeId, NodeState, TestCluster, TestClusterBuilder};
