@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval, sleep_until};
 
 use crate::lease::Lease;
-use crate::rabbit::Broker;
+use crate::rabbit::{Broker, RECONNECT_PAUSE};
 use crate::{Counters, EngineConfig};
 
 /// How far ahead of the clock intents are committed: several commit latencies, so that the
@@ -93,6 +93,9 @@ struct Duties<'a> {
     inherited: BTreeSet<OutboxKey>,
     /// The proposal of the last intent, so that at most one is in flight.
     intent_in_flight: Option<JoinHandle<()>>,
+    /// After a failed publish, no new attempt before this instant: a broker outage costs one
+    /// attempt per reconnect pause, not a busy loop.
+    publish_paused_until: Option<Instant>,
 }
 
 /// What the broker said about one published tick.
@@ -137,6 +140,7 @@ impl<'a> Duties<'a> {
             confirmed: Vec::new(),
             inherited,
             intent_in_flight: None,
+            publish_paused_until: None,
         }
     }
 
@@ -190,7 +194,9 @@ impl<'a> Duties<'a> {
         };
         let now = wall_clock::now_ms();
         let wait = Duration::from_millis(due_at.saturating_sub(now));
-        (Instant::now() + wait).min(idle)
+        let due = (Instant::now() + wait).min(idle);
+        self.publish_paused_until
+            .map_or(due, |paused| due.max(paused))
     }
 
     fn propose_intent(&mut self) {
@@ -277,6 +283,7 @@ impl<'a> Duties<'a> {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "RabbitMQ publish failed; the tick stays in the outbox");
+                    self.publish_paused_until = Some(Instant::now() + RECONNECT_PAUSE);
                     return;
                 }
             }
