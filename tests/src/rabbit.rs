@@ -67,6 +67,21 @@ impl Received {
     }
 }
 
+/// What a consumer records of one delivery.
+fn record(delivery: &lapin::message::Delivery, consumer: usize) -> Received {
+    let properties = &delivery.properties;
+    Received {
+        body: serde_json::from_slice(&delivery.data).unwrap_or(Value::Null),
+        message_id: properties.message_id().as_ref().map(|v| v.to_string()),
+        app_id: properties.app_id().as_ref().map(|v| v.to_string()),
+        expiration: properties.expiration().as_ref().map(|v| v.to_string()),
+        content_type: properties.content_type().as_ref().map(|v| v.to_string()),
+        delivery_mode: *properties.delivery_mode(),
+        at: Instant::now(),
+        consumer,
+    }
+}
+
 /// Consumers on one queue, recording every delivery.
 pub struct Consumers {
     received: Arc<Mutex<Vec<Received>>>,
@@ -75,6 +90,21 @@ pub struct Consumers {
 }
 
 impl Consumers {
+    /// One consumer on `queue`, or the error that prevented it.
+    async fn start_checked(uri: &str, queue: &str) -> lapin::Result<(lapin::Consumer, Connection)> {
+        let connection = Connection::connect(uri, ConnectionProperties::default()).await?;
+        let channel = connection.create_channel().await?;
+        let consumer = channel
+            .basic_consume(
+                queue.into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        Ok((consumer, connection))
+    }
+
     /// Starts `count` competing consumers on `queue` (each on its own connection), acking
     /// every message.
     pub async fn start(uri: &str, queue: &str, count: usize) -> Consumers {
@@ -101,18 +131,9 @@ impl Consumers {
             let sink = received.clone();
             tasks.push(tokio::spawn(async move {
                 while let Some(Ok(delivery)) = consumer.next().await {
-                    let properties = &delivery.properties;
-                    let record = Received {
-                        body: serde_json::from_slice(&delivery.data).unwrap_or(Value::Null),
-                        message_id: properties.message_id().as_ref().map(|v| v.to_string()),
-                        app_id: properties.app_id().as_ref().map(|v| v.to_string()),
-                        expiration: properties.expiration().as_ref().map(|v| v.to_string()),
-                        content_type: properties.content_type().as_ref().map(|v| v.to_string()),
-                        delivery_mode: *properties.delivery_mode(),
-                        at: Instant::now(),
-                        consumer: consumer_index,
-                    };
-                    sink.lock().unwrap_or_else(|p| p.into_inner()).push(record);
+                    sink.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(record(&delivery, consumer_index));
                     let _ = delivery.ack(BasicAckOptions::default()).await;
                 }
             }));
@@ -141,5 +162,164 @@ impl Consumers {
         for connection in self.connections {
             let _ = connection.close(200, "done".into()).await;
         }
+    }
+}
+
+/// A RabbitMQ node of the test's own on a spare loopback port, so that a test may stop and
+/// start a broker without touching the machine's shared one. Its data directory survives a
+/// stop, so durable queues and persistent messages come back with it.
+pub struct PrivateBroker {
+    dir: tempfile::TempDir,
+    port: u16,
+    dist_port: u16,
+    process: Option<std::process::Child>,
+}
+
+impl PrivateBroker {
+    /// Starts a broker and waits (at most 60 s) until it accepts AMQP connections.
+    pub async fn start() -> PrivateBroker {
+        let dir = tempfile::tempdir().expect("a directory for the private broker");
+        let ports = crate::ports::allocate(2);
+        let config = format!(
+            "listeners.tcp.default = 127.0.0.1:{}\nloopback_users = none\n",
+            ports[0]
+        );
+        std::fs::write(dir.path().join("rabbitmq.conf"), config).expect("write the broker config");
+        std::fs::write(dir.path().join("enabled_plugins"), "[].\n").expect("write the plugin list");
+        let mut broker = PrivateBroker {
+            dir,
+            port: ports[0],
+            dist_port: ports[1],
+            process: None,
+        };
+        broker.restart().await;
+        broker
+    }
+
+    /// The AMQP URI of this broker.
+    pub fn uri(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+    }
+
+    /// Starts the broker again after [`Self::stop`], and waits until it accepts connections.
+    pub async fn restart(&mut self) {
+        assert!(
+            self.process.is_none(),
+            "the private broker is running already"
+        );
+        let root = self.dir.path();
+        let executable = ["/usr/lib/rabbitmq/bin/rabbitmq-server", "rabbitmq-server"]
+            .into_iter()
+            .find(|candidate| {
+                !candidate.starts_with('/') || std::path::Path::new(candidate).exists()
+            })
+            .unwrap_or("rabbitmq-server");
+        let log = std::fs::File::create(root.join("broker.out")).expect("the broker's output file");
+        let child = std::process::Command::new(executable)
+            .env(
+                "RABBITMQ_NODENAME",
+                format!("tickdtest{}@localhost", self.port),
+            )
+            .env("RABBITMQ_NODE_PORT", self.port.to_string())
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            .env("RABBITMQ_MNESIA_BASE", root.join("mnesia"))
+            .env("RABBITMQ_LOG_BASE", root.join("log"))
+            .env(
+                "RABBITMQ_ENABLED_PLUGINS_FILE",
+                root.join("enabled_plugins"),
+            )
+            .env("RABBITMQ_CONFIG_FILE", root.join("rabbitmq"))
+            .env("RABBITMQ_PID_FILE", root.join("pid"))
+            .stdout(log.try_clone().expect("the broker's output file"))
+            .stderr(log)
+            .spawn()
+            .expect("start a private RabbitMQ (rabbitmq-server)");
+        self.process = Some(child);
+        let uri = self.uri();
+        crate::wait::eventually(
+            "the private RabbitMQ to accept connections",
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+            || {
+                let uri = uri.clone();
+                async move {
+                    let connection = Connection::connect(&uri, ConnectionProperties::default())
+                        .await
+                        .ok()?;
+                    let _ = connection.close(200, "probe".into()).await;
+                    Some(())
+                }
+            },
+        )
+        .await;
+    }
+
+    /// Stops the broker (SIGTERM, then SIGKILL after 20 s) and waits until it is gone.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.process.take() else {
+            return;
+        };
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for PrivateBroker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A consumer that reconnects whenever the broker goes away, recording every delivery.
+pub struct ResilientConsumer {
+    received: Arc<Mutex<Vec<Received>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ResilientConsumer {
+    /// Consumes `queue` at `uri`, reconnecting every 100 ms while the broker is away.
+    pub fn start(uri: &str, queue: &str) -> ResilientConsumer {
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (uri, queue, sink) = (uri.to_string(), queue.to_string(), received.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                if let Ok(consumers) = Consumers::start_checked(&uri, &queue).await {
+                    let (mut consumer, connection) = consumers;
+                    while let Some(Ok(delivery)) = consumer.next().await {
+                        sink.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(record(&delivery, 0));
+                        let _ = delivery.ack(BasicAckOptions::default()).await;
+                    }
+                    drop(connection);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        ResilientConsumer { received, task }
+    }
+
+    /// Everything received so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for ResilientConsumer {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }

@@ -417,3 +417,55 @@ async fn unconsumed_clocks_are_purged_and_paused_ones_kept() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_broker_outage_of_ten_seconds_loses_no_tick() {
+    if rabbit::broker().await.is_none() {
+        return; // No RabbitMQ on this machine at all (outside CI).
+    }
+    let mut broker = rabbit::PrivateBroker::start().await;
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .rabbit_uri(Some(broker.uri()))
+        .start()
+        .await;
+    let clock = register_ok(&cluster, 2, &unique("outage"), "every.1.seconds").await;
+    let queue = clock["channel"]["details"]["queue"]
+        .as_str()
+        .expect("a queue");
+    let consumer = rabbit::ResilientConsumer::start(&broker.uri(), queue);
+    eventually(
+        "ticks before the outage",
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || async { (consumer.received().len() >= 2).then_some(()) },
+    )
+    .await;
+
+    broker.stop();
+    let stopped_at = Instant::now();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    broker.restart().await;
+    let restarted_at = Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    let got: Vec<Got> = consumer
+        .received()
+        .into_iter()
+        .map(|received| Got {
+            body: received.body.clone(),
+            at: received.at,
+            app_id: received.app_id.clone(),
+        })
+        .collect();
+    let outage = restarted_at - stopped_at;
+    // The ticks of the outage arrive together when the broker is back; none is lost and
+    // none is repeated under another id.
+    assert_no_tick_lost("outage", &got, outage + Duration::from_secs(3));
+    let instants: BTreeSet<u64> = got.iter().filter_map(Got::instant_ms).collect();
+    assert!(
+        instants.len() >= 14,
+        "ticks across the whole outage: {}",
+        instants.len()
+    );
+}
