@@ -145,8 +145,9 @@ impl<'a> Duties<'a> {
     }
 
     async fn run(mut self, term: u64, stop: &mut watch::Receiver<bool>) -> Exit {
+        // Every applied entry and every role change updates the metrics: one watch wakes the
+        // loop for both.
         let mut metrics = self.raft.metrics();
-        let mut state_changes = self.raft.metrics();
         let mut intents = interval(INTENT_EVERY);
         let mut renewals = interval(LEASE_RENEW_EVERY);
         let mut confirms = interval(CONFIRM_EVERY);
@@ -164,7 +165,6 @@ impl<'a> Duties<'a> {
             tokio::select! {
                 _ = stop.changed() => return Exit::Stop,
                 _ = metrics.changed() => {}
-                _ = state_changes.changed() => {}
                 _ = intents.tick() => self.propose_intent(),
                 _ = renewals.tick() => { self.lease.renew(&self.raft).await; }
                 _ = sleep_until(wake_at) => self.publish_due(&mut confirming).await,
