@@ -10,6 +10,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
@@ -30,16 +31,25 @@ pub enum Waiter {
 #[derive(Clone)]
 pub struct WalSync {
     queue: mpsc::Sender<Waiter>,
+    fsyncs: Arc<AtomicU64>,
 }
 
 impl WalSync {
     /// Starts the thread for `db`.
     pub fn start(db: Arc<DB>) -> io::Result<Self> {
         let (queue, waiting) = mpsc::channel();
+        let fsyncs = Arc::new(AtomicU64::new(0));
+        let counted = fsyncs.clone();
         thread::Builder::new()
             .name("tickd-wal-sync".into())
-            .spawn(move || run(&db, &waiting))?;
-        Ok(Self { queue })
+            .spawn(move || run(&db, &waiting, &counted))?;
+        Ok(Self { queue, fsyncs })
+    }
+
+    /// How many fsyncs the thread has done: fewer than the writes it made durable whenever
+    /// writes arrived together.
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
     }
 
     /// Completes `waiter` once everything written before this call is fsynced.
@@ -58,11 +68,12 @@ impl WalSync {
     }
 }
 
-fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>) {
+fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>, fsyncs: &AtomicU64) {
     while let Ok(first) = waiting.recv() {
         let mut batch = vec![first];
         batch.extend(waiting.try_iter());
         let synced = db.flush_wal(true).map_err(|error| error.to_string());
+        fsyncs.fetch_add(1, Ordering::Relaxed);
         if let Err(error) = &synced {
             tracing::error!(%error, "fsync of the Raft WAL failed");
         }
@@ -78,5 +89,34 @@ fn complete(waiter: Waiter, synced: &Result<(), String>) {
         Waiter::Append(callback) => callback.log_io_completed(result),
         // The writer may have given up waiting; nothing is lost by not telling it.
         Waiter::Write(done) => drop(done.send(result)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn concurrent_writers_share_fsyncs() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = Arc::new(DB::open_default(dir.path()).expect("open RocksDB"));
+        let wal = WalSync::start(db.clone()).expect("start the sync thread");
+        let writers = (0..200u32).map(|index| {
+            let (db, wal) = (db.clone(), wal.clone());
+            tokio::spawn(async move {
+                db.put(index.to_be_bytes(), b"v").expect("write");
+                wal.sync().await
+            })
+        });
+        for writer in futures::future::join_all(writers).await {
+            writer
+                .expect("the writer ran")
+                .expect("its write is durable");
+        }
+        let fsyncs = wal.fsyncs();
+        assert!(
+            (1..200).contains(&fsyncs),
+            "200 concurrent writers took {fsyncs} fsyncs"
+        );
     }
 }

@@ -263,3 +263,23 @@ async fn raft_requests_without_the_secret_or_with_garbage_change_nothing() {
     assert_eq!(view.term, term_before, "the term is unchanged");
     register_ok(&cluster, leader, "still-writable").await;
 }
+
+#[tokio::test]
+async fn sigterm_stops_a_node_cleanly_and_it_rejoins() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let written = register_ok(&cluster, leader, "before-sigterm").await;
+    let status = cluster.terminate(leader).await;
+    assert!(
+        status.success(),
+        "SIGTERM must end the node with success, got {status}"
+    );
+    assert!(
+        cluster.log(leader).contains("stopped"),
+        "the node logs its clean stop"
+    );
+    cluster.restart(leader);
+    cluster.wait_healthy(leader, CATCH_UP_LIMIT).await;
+    wait_caught_up(&cluster, leader).await;
+    assert!(ids_seen_by(&cluster, leader).await.contains(&written));
+}
