@@ -84,7 +84,7 @@ pub enum NodeState {
 ///
 /// `TICKD_BIN` if set; otherwise `tickd` in the directory above the running
 /// test executable (`target/<profile>/deps/..`), where `cargo test --workspace`
-/// builds it.
+/// builds it, or beside it (the `chaos` binary lives in `target/<profile>/`).
 ///
 /// # Panics
 ///
@@ -94,10 +94,15 @@ pub fn tickd_binary() -> PathBuf {
         Some(path) => PathBuf::from(path),
         None => {
             let exe = std::env::current_exe().expect("the path of the running test executable");
-            let deps = exe
+            let dir = exe
                 .parent()
                 .expect("the test executable lives in a directory");
-            deps.join("..").join("tickd")
+            let above = dir.join("..").join("tickd");
+            if above.is_file() {
+                above
+            } else {
+                dir.join("tickd")
+            }
         }
     };
     assert!(

@@ -32,6 +32,7 @@
 //! All async functions need a Tokio runtime (`#[tokio::test]`).
 
 pub mod api;
+pub mod chaos;
 pub mod cluster;
 pub mod config;
 pub mod ports;

@@ -196,6 +196,11 @@ impl PrivateBroker {
         broker
     }
 
+    /// Whether the broker process runs (it was not stopped).
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+
     /// The AMQP URI of this broker.
     pub fn uri(&self) -> String {
         format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
@@ -289,16 +294,25 @@ pub struct ResilientConsumer {
 impl ResilientConsumer {
     /// Consumes `queue` at `uri`, reconnecting every 100 ms while the broker is away.
     pub fn start(uri: &str, queue: &str) -> ResilientConsumer {
+        Self::start_with(uri, queue, |_| {})
+    }
+
+    /// Like [`Self::start`], and also hands every message body to `on_message`.
+    pub fn start_with(
+        uri: &str,
+        queue: &str,
+        on_message: impl Fn(&Value) + Send + 'static,
+    ) -> ResilientConsumer {
         let received = Arc::new(Mutex::new(Vec::new()));
         let (uri, queue, sink) = (uri.to_string(), queue.to_string(), received.clone());
         let task = tokio::spawn(async move {
             loop {
-                if let Ok(consumers) = Consumers::start_checked(&uri, &queue).await {
-                    let (mut consumer, connection) = consumers;
+                if let Ok((mut consumer, connection)) = Consumers::start_checked(&uri, &queue).await
+                {
                     while let Some(Ok(delivery)) = consumer.next().await {
-                        sink.lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(record(&delivery, 0));
+                        let record = record(&delivery, 0);
+                        on_message(&record.body);
+                        sink.lock().unwrap_or_else(|p| p.into_inner()).push(record);
                         let _ = delivery.ack(BasicAckOptions::default()).await;
                     }
                     drop(connection);

@@ -1,0 +1,128 @@
+//! What a chaos run records: every client operation with its timing and result, every tick a
+//! consumer received, and the faults injected. The checkers turn this into a verdict.
+//!
+//! Times are milliseconds since the Unix epoch, read from the same machine clock the nodes
+//! use, so they compare directly with a tick's scheduled instant.
+
+/// A client operation on the clock registry, as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `POST /api/v1/clocks` for (`name`, the workload's schedule).
+    Register {
+        /// The clock name.
+        name: String,
+    },
+    /// `PUT /api/v1/clocks/{id}/pause`.
+    Pause {
+        /// The clock id.
+        id: String,
+    },
+    /// `PUT /api/v1/clocks/{id}/resume`.
+    Resume {
+        /// The clock id.
+        id: String,
+    },
+    /// `GET /api/v1/clocks/{id}`.
+    Get {
+        /// The clock id.
+        id: String,
+    },
+    /// `GET /api/v1/clocks?name=…`.
+    ListByName {
+        /// The clock name.
+        name: String,
+    },
+}
+
+/// What the operation returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// 201 from a registration: the clock's id and the status shown (PENDING when created).
+    Registered {
+        /// The clock id.
+        id: String,
+        /// The status in the response body.
+        status: String,
+    },
+    /// 200 from pause, resume or get: the clock's status.
+    Status(String),
+    /// 200 from a list: the (id, status) of every clock listed.
+    Listed(Vec<(String, String)>),
+    /// 404: no such clock.
+    NotFound,
+    /// No definite answer (503, a timeout, a broken connection): the operation may or may not
+    /// have taken effect.
+    Indeterminate(String),
+}
+
+/// One operation with its timing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Which client ran it (a client runs one operation at a time).
+    pub client: usize,
+    /// Which node it was sent to.
+    pub node: u64,
+    /// The operation.
+    pub op: Op,
+    /// When it was sent.
+    pub start_ms: u64,
+    /// When the answer arrived (for an indeterminate result: when the client gave up).
+    pub end_ms: u64,
+    /// The answer.
+    pub result: OpResult,
+}
+
+/// One tick as a consumer received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The clock id in the message.
+    pub clock: String,
+    /// The message's `tick_id`.
+    pub tick_id: String,
+    /// The message's `scheduled_at`, in ms since the epoch.
+    pub scheduled_ms: u64,
+    /// The message's `manual` flag.
+    pub manual: bool,
+    /// When the consumer received it.
+    pub received_ms: u64,
+}
+
+/// A clock whose scheduled ticks the run watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedClock {
+    /// The clock id.
+    pub id: String,
+    /// The interval of its schedule, in ms.
+    pub interval_ms: u64,
+    /// When its registration was acknowledged: its first tick is the first instant after.
+    pub registered_ms: u64,
+    /// Pauses of the clock: (pause acknowledged at, resume sent at — `None` if never resumed).
+    /// No scheduled tick due strictly between the two may be delivered.
+    pub paused: Vec<(u64, Option<u64>)>,
+    /// Stretches (from, to] in which a pause or resume was in flight (sent, not yet
+    /// acknowledged): the cluster may or may not deliver the ticks due then, so they are
+    /// neither expected nor forbidden.
+    pub unsettled: Vec<(u64, u64)>,
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// What was done, for the summary ("kill -9 leader 2").
+    pub what: String,
+    /// When it began.
+    pub start_ms: u64,
+    /// When it was healed.
+    pub healed_ms: u64,
+    /// How long the cluster took to have a (new) leader after the fault began, if it lost one.
+    pub time_to_leader_ms: Option<u64>,
+}
+
+/// A broken guarantee, for the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which checker found it.
+    pub checker: &'static str,
+    /// What was wrong, with the evidence.
+    pub detail: String,
+}

@@ -1,0 +1,128 @@
+//! A black-box fault-injection suite in the spirit of Jepsen and etcd's robustness tests:
+//! real `tickd` processes, a real RabbitMQ (a private one the nemesis may stop), a client
+//! workload, a nemesis, and checkers that turn a run's history into a verdict.
+//!
+//! * [`workload`]: registry clients (register, pause, resume, read, list through random
+//!   nodes, on a few shared names so that they collide) and consumers of watched clocks.
+//! * [`nemesis`]: SIGKILL and SIGSTOP of leaders and followers, full-cluster crashes, broker
+//!   outages.
+//! * [`check`]: durability of acknowledged writes, linearizability of the registry history,
+//!   the tick guarantees (nothing lost, repeats keep their id, paused clocks stay silent), and
+//!   liveness after the last fault.
+//!
+//! Every random choice derives from the seed. A run's seed also picks its channel: even seeds
+//! use RabbitMQ, odd ones http. Timing is not deterministic — the system under test is real —
+//! so a replay repeats the choices, not the interleaving.
+
+pub mod check;
+pub mod history;
+pub mod nemesis;
+pub mod rng;
+pub mod run;
+pub mod time;
+pub mod workload;
+
+use std::fmt::Write as _;
+
+pub use run::{RunReport, run_one};
+
+/// What to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// How many runs.
+    pub runs: u64,
+    /// Seconds of workload and faults per run.
+    pub seconds: u64,
+    /// The seed of the first run; run `i` uses `seed + i`.
+    pub seed: u64,
+}
+
+/// Runs every run of `options`, printing each run's line as it finishes.
+pub async fn run(options: Options) -> Vec<RunReport> {
+    let mut reports = Vec::new();
+    for index in 0..options.runs {
+        let seed = options.seed.wrapping_add(index);
+        let report = run_one(seed, options.seconds).await;
+        println!("{}", report_line(&report));
+        if !report.violations.is_empty() {
+            println!("  run with seed {seed} FAILED:");
+            for violation in &report.violations {
+                println!("  - [{}] {}", violation.checker, violation.detail);
+            }
+            println!(
+                "  replay: scripts/chaos --runs 1 --seconds {} --seed {seed}",
+                options.seconds
+            );
+        }
+        reports.push(report);
+    }
+    reports
+}
+
+/// The table header.
+pub fn header() -> String {
+    format!(
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>5} {:>8} {:>9}  {}",
+        "seed",
+        "channel",
+        "faults",
+        "ops",
+        "expected",
+        "delivered",
+        "lost",
+        "dup",
+        "gap_ms",
+        "leader_ms",
+        "verdict"
+    )
+}
+
+/// One run's row.
+pub fn report_line(report: &RunReport) -> String {
+    let ticks = &report.ticks;
+    format!(
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>5} {:>8} {:>9}  {}",
+        report.seed,
+        format!("{:?}", report.channel).to_lowercase(),
+        report.faults.len(),
+        report.operations,
+        ticks.expected,
+        ticks.delivered,
+        ticks.lost,
+        ticks.duplicated,
+        ticks.longest_gap_ms,
+        report.max_time_to_leader_ms(),
+        if report.violations.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        },
+    )
+}
+
+/// The closing summary: the faults of every run and a totals line ("… lost N …").
+pub fn summary(reports: &[RunReport]) -> String {
+    let mut out = String::new();
+    for report in reports {
+        let faults: Vec<&str> = report
+            .faults
+            .iter()
+            .map(|fault| fault.what.as_str())
+            .collect();
+        let _ = writeln!(out, "seed {}: {}", report.seed, faults.join("; "));
+    }
+    let sum = |field: fn(&RunReport) -> u64| reports.iter().map(field).sum::<u64>();
+    let _ = writeln!(
+        out,
+        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, duplicated {}, violations {}",
+        reports.len(),
+        sum(|r| r.faults.len() as u64),
+        sum(|r| r.operations as u64),
+        sum(|r| r.ticks.expected),
+        sum(|r| r.ticks.delivered),
+        sum(|r| r.ticks.lost),
+        sum(|r| r.ticks.duplicated),
+        sum(|r| r.violations.len() as u64),
+    );
+    out
+}

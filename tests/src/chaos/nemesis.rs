@@ -1,0 +1,158 @@
+//! The nemesis: one fault every few seconds, chosen at random from the seed.
+//!
+//! Faults: SIGKILL of the leader or of a follower (restarted after a pause), SIGSTOP of the
+//! leader (continued after a pause), a crash of every node at once (all restarted), and, in
+//! RabbitMQ runs, a stop and start of the run's private broker. Each fault is healed before
+//! the next one; the time until the cluster has a leader again is measured.
+
+use std::time::{Duration, Instant};
+
+use crate::chaos::history::Fault;
+use crate::chaos::rng::Rng;
+use crate::chaos::time::now_ms;
+use crate::rabbit::PrivateBroker;
+use crate::{NodeId, TestCluster};
+
+/// How long the nemesis waits for a leader after a fault before it records the fault as one
+/// the cluster did not recover from in time (the liveness checker then fails the run).
+pub const LEADER_BOUND: Duration = Duration::from_secs(10);
+
+/// The kinds of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// SIGKILL the leader, restart it later.
+    KillLeader,
+    /// SIGKILL a follower, restart it later.
+    KillFollower,
+    /// SIGSTOP the leader, SIGCONT it later.
+    PauseLeader,
+    /// SIGKILL every node, restart them all.
+    CrashAll,
+    /// Stop the private RabbitMQ, start it again.
+    BrokerOutage,
+}
+
+/// The leader the running nodes agree on, and how long it took to find one.
+pub async fn await_leader(cluster: &TestCluster, bound: Duration) -> Option<(NodeId, Duration)> {
+    let started = Instant::now();
+    while started.elapsed() < bound {
+        if let Some(leader) = cluster.leader().await {
+            return Some((leader, started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Like [`await_leader`], for a leader other than `old`.
+async fn await_new_leader(cluster: &TestCluster, old: NodeId, bound: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < bound {
+        if cluster.leader().await.is_some_and(|leader| leader != old) {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Injects faults until `until_ms`, healing each before the next. Returns what it did.
+pub async fn run(
+    cluster: &TestCluster,
+    mut broker: Option<&mut PrivateBroker>,
+    mut rng: Rng,
+    until_ms: u64,
+) -> Vec<Fault> {
+    let mut faults = Vec::new();
+    loop {
+        let pause = Duration::from_millis(2_000 + rng.below(2_000));
+        tokio::time::sleep(pause).await;
+        if now_ms() + 8_000 > until_ms {
+            return faults;
+        }
+        let mut kinds = vec![
+            FaultKind::KillLeader,
+            FaultKind::KillFollower,
+            FaultKind::PauseLeader,
+            FaultKind::CrashAll,
+        ];
+        if broker.is_some() {
+            kinds.push(FaultKind::BrokerOutage);
+        }
+        let kind = *rng.pick(&kinds);
+        let fault = inject(cluster, broker.as_deref_mut(), kind, &mut rng).await;
+        faults.push(fault);
+    }
+}
+
+async fn inject(
+    cluster: &TestCluster,
+    broker: Option<&mut PrivateBroker>,
+    kind: FaultKind,
+    rng: &mut Rng,
+) -> Fault {
+    let start_ms = now_ms();
+    let hold = Duration::from_millis(1_500 + rng.below(2_500));
+    let leader = await_leader(cluster, LEADER_BOUND)
+        .await
+        .map(|(leader, _)| leader);
+    let (what, time_to_leader) = match (kind, leader) {
+        (FaultKind::KillLeader, Some(leader)) => {
+            cluster.kill(leader);
+            let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
+            tokio::time::sleep(hold).await;
+            cluster.restart(leader);
+            (format!("kill -9 leader {leader}"), elected)
+        }
+        (FaultKind::KillFollower, Some(leader)) => {
+            let followers: Vec<NodeId> = cluster
+                .node_ids()
+                .into_iter()
+                .filter(|id| *id != leader)
+                .collect();
+            let victim = *rng.pick(&followers);
+            cluster.kill(victim);
+            tokio::time::sleep(hold).await;
+            cluster.restart(victim);
+            (format!("kill -9 follower {victim}"), None)
+        }
+        (FaultKind::PauseLeader, Some(leader)) => {
+            cluster.stop(leader);
+            let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
+            tokio::time::sleep(hold).await;
+            cluster.cont(leader);
+            (
+                format!("SIGSTOP leader {leader} for {} ms", millis(hold)),
+                elected,
+            )
+        }
+        (FaultKind::BrokerOutage, _) => match broker {
+            Some(broker) => {
+                broker.stop();
+                tokio::time::sleep(hold).await;
+                broker.restart().await;
+                (format!("RabbitMQ down for {} ms", millis(hold)), None)
+            }
+            None => ("no fault (no private broker)".to_string(), None),
+        },
+        (FaultKind::CrashAll, _) | (_, None) => {
+            cluster.kill_all();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            cluster.restart_all();
+            let elected = await_leader(cluster, LEADER_BOUND)
+                .await
+                .map(|(_, took)| took);
+            ("crash of every node".to_string(), elected)
+        }
+    };
+    Fault {
+        what,
+        start_ms,
+        healed_ms: now_ms(),
+        time_to_leader_ms: time_to_leader.map(millis),
+    }
+}

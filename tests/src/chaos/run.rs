@@ -1,0 +1,302 @@
+//! One chaos run: start a cluster, run the workload and the nemesis, heal, restart everything,
+//! and check the history.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::TestCluster;
+use crate::chaos::check::{durability, linearizable, liveness, ticks};
+use crate::chaos::history::{Fault, Op, OpResult, Violation, WatchedClock};
+use crate::chaos::nemesis::{self, LEADER_BOUND};
+use crate::chaos::rng::Rng;
+use crate::chaos::time::now_ms;
+use crate::chaos::workload::{self, Consumer, Records};
+use crate::rabbit::PrivateBroker;
+
+/// Registry clients running at once.
+const CLIENTS: usize = 3;
+/// Names the registry clients share: few, so that they collide on the same clocks.
+const NAMES: usize = 5;
+/// Clocks whose every tick is checked.
+const WATCHED: usize = 3;
+/// After the last fault heals, every watched clock must tick within this bound.
+const LIVENESS_BOUND: Duration = Duration::from_secs(5);
+/// The cluster's catch-up window (the default); no fault lasts longer.
+const CATCH_UP_MS: u64 = 60_000;
+
+/// The channel a run's clocks use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// RabbitMQ, on a private broker the nemesis may stop.
+    Rabbit,
+    /// The http pop route.
+    Http,
+}
+
+/// What one run did and found.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's seed: `scripts/chaos --runs 1 --seed <seed>` replays its choices.
+    pub seed: u64,
+    /// The channel of its clocks.
+    pub channel: Channel,
+    /// The faults injected.
+    pub faults: Vec<Fault>,
+    /// Client operations recorded.
+    pub operations: usize,
+    /// Tick figures of the watched clocks.
+    pub ticks: ticks::TickReport,
+    /// Every broken guarantee.
+    pub violations: Vec<Violation>,
+}
+
+impl RunReport {
+    /// The slowest recovery of a leader after a fault, in ms.
+    pub fn max_time_to_leader_ms(&self) -> u64 {
+        self.faults
+            .iter()
+            .filter_map(|fault| fault.time_to_leader_ms)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The channel of the run with `seed`: even seeds use RabbitMQ, odd ones http.
+pub fn channel_of(seed: u64) -> Channel {
+    if seed.is_multiple_of(2) {
+        Channel::Rabbit
+    } else {
+        Channel::Http
+    }
+}
+
+/// Runs one chaos run of `seconds` of workload.
+pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
+    let mut rng = Rng::new(seed);
+    let channel = channel_of(seed);
+    let mut broker = match channel {
+        Channel::Rabbit => Some(PrivateBroker::start().await),
+        Channel::Http => None,
+    };
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .rabbit_uri(broker.as_ref().map(PrivateBroker::uri))
+        .start()
+        .await;
+    let records = Records::default();
+    let mut violations = Vec::new();
+
+    // The watched clocks, with their consumers; the last one is paused and resumed.
+    let mut watched = Vec::new();
+    let mut consumers = Vec::new();
+    for index in 0..WATCHED {
+        let name = format!("watched-{seed}-{index}");
+        let Some(created) = register_with_retries(&cluster, &name, &mut rng).await else {
+            violations.push(Violation {
+                checker: "workload",
+                detail: format!("could not register the watched clock {name} at all"),
+            });
+            continue;
+        };
+        consumers.push(Consumer::start(
+            &cluster,
+            &created,
+            rng.fork(),
+            records.clone(),
+        ));
+        watched.push(WatchedClock {
+            id: created["id"].as_str().unwrap_or_default().to_string(),
+            interval_ms: 1_000,
+            registered_ms: now_ms(),
+            paused: Vec::new(),
+            unsettled: Vec::new(),
+        });
+    }
+
+    let until_ms = now_ms() + seconds * 1_000;
+    let names: Vec<String> = (0..NAMES)
+        .map(|index| format!("chaos-{seed}-{index}"))
+        .collect();
+    let ids = Mutex::new(BTreeMap::new());
+    let client_rngs: Vec<Rng> = (0..CLIENTS).map(|_| rng.fork()).collect();
+    let nemesis_rng = rng.fork();
+    let pauser_rng = rng.fork();
+    let clients = client_rngs
+        .into_iter()
+        .enumerate()
+        .map(|(client, client_rng)| {
+            workload::registry_client(
+                &cluster, client, &names, &ids, client_rng, until_ms, &records,
+            )
+        });
+    let (faults, pauses, _) = tokio::join!(
+        nemesis::run(&cluster, broker.as_mut(), nemesis_rng, until_ms),
+        pause_and_resume(
+            &cluster,
+            watched.last().map(|clock| clock.id.clone()),
+            pauser_rng,
+            until_ms
+        ),
+        futures::future::join_all(clients),
+    );
+    match pauses {
+        Some(window) => {
+            if let Some(clock) = watched.last_mut() {
+                clock.paused = vec![(window.paused_at, Some(window.resume_sent))];
+                clock.unsettled = vec![
+                    (window.pause_sent, window.paused_at),
+                    (window.resume_sent, window.resumed_at),
+                ];
+            }
+        }
+        None => {
+            watched.pop();
+        }
+    }
+
+    // Heal: every node running, the broker up; then the cluster must recover within bounds.
+    let heal_ms = now_ms();
+    for node in cluster.node_ids() {
+        if !cluster.is_running(node) {
+            cluster.restart(node);
+        }
+    }
+    if let Some(broker) = broker.as_mut()
+        && !broker.is_running()
+    {
+        broker.restart().await;
+    }
+    let leader_at_ms = nemesis::await_leader(&cluster, LEADER_BOUND)
+        .await
+        .map(|_| now_ms());
+    tokio::time::sleep(LIVENESS_BOUND + Duration::from_secs(1)).await;
+    let consumed_until_ms = now_ms();
+    for consumer in consumers {
+        consumer.stop();
+    }
+
+    // The final full restart: what survives it is what the cluster kept.
+    cluster.kill_all();
+    cluster.restart_all();
+    let final_state = final_state(&cluster).await;
+    let events = records.events();
+    let deliveries = records.deliveries();
+    match final_state {
+        Some(state) => violations.extend(durability::check(&events, &state)),
+        None => violations.push(Violation {
+            checker: "liveness",
+            detail: "the cluster did not serve a list after the final full restart".to_string(),
+        }),
+    }
+    violations.extend(linearizable::check(&events));
+    let window = (
+        watched
+            .iter()
+            .map(|clock| clock.registered_ms)
+            .min()
+            .unwrap_or(heal_ms),
+        consumed_until_ms - 2_000,
+    );
+    let tick_report = ticks::check(&watched, &deliveries, window, CATCH_UP_MS);
+    violations.extend(tick_report.violations.iter().cloned());
+    violations.extend(liveness::check(
+        heal_ms,
+        leader_at_ms,
+        &watched,
+        &deliveries,
+        u64::try_from(LIVENESS_BOUND.as_millis()).unwrap_or(u64::MAX),
+    ));
+    RunReport {
+        seed,
+        channel,
+        faults,
+        operations: events.len(),
+        ticks: tick_report,
+        violations,
+    }
+}
+
+/// Registers a watched clock, retrying through the nodes until one answers.
+async fn register_with_retries(cluster: &TestCluster, name: &str, rng: &mut Rng) -> Option<Value> {
+    let nodes = cluster.node_ids();
+    for _ in 0..20 {
+        let node = *rng.pick(&nodes);
+        let request = crate::api::authed(cluster, reqwest::Method::POST, node, "/api/v1/clocks")
+            .json(&serde_json::json!({ "name": name, "schedule": "every.1.seconds" }));
+        if let Ok((reqwest::StatusCode::CREATED, _, body)) = crate::api::try_send(request).await {
+            return Some(body);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+/// When the pause and the resume of a watched clock were sent and acknowledged.
+struct PauseWindow {
+    pause_sent: u64,
+    paused_at: u64,
+    resume_sent: u64,
+    resumed_at: u64,
+}
+
+/// Pauses one watched clock a third of the way through the run and resumes it two thirds in.
+/// `None` when either action got no definite answer at its first attempt: it may or may not
+/// have applied, which blurs the window, so such a clock is no longer watched.
+async fn pause_and_resume(
+    cluster: &TestCluster,
+    clock: Option<String>,
+    mut rng: Rng,
+    until_ms: u64,
+) -> Option<PauseWindow> {
+    let clock = clock?;
+    let third = Duration::from_millis(until_ms.saturating_sub(now_ms()) / 3);
+    let nodes = cluster.node_ids();
+    tokio::time::sleep(third).await;
+    let pause_sent = now_ms();
+    let pause = Op::Pause { id: clock.clone() };
+    let OpResult::Status(_) = workload::perform(cluster, *rng.pick(&nodes), &pause).await else {
+        return None;
+    };
+    let paused_at = now_ms();
+    tokio::time::sleep(third).await;
+    let resume = Op::Resume { id: clock };
+    let resume_sent = now_ms();
+    let OpResult::Status(_) = workload::perform(cluster, *rng.pick(&nodes), &resume).await else {
+        return None;
+    };
+    Some(PauseWindow {
+        pause_sent,
+        paused_at,
+        resume_sent,
+        resumed_at: now_ms(),
+    })
+}
+
+/// Every clock and its status after the final restart, read through the API.
+async fn final_state(cluster: &TestCluster) -> Option<BTreeMap<String, String>> {
+    nemesis::await_leader(cluster, Duration::from_secs(30)).await?;
+    for _ in 0..20 {
+        let node = cluster.node_ids()[0];
+        let request = crate::api::authed(cluster, reqwest::Method::GET, node, "/api/v1/clocks");
+        if let Ok((reqwest::StatusCode::OK, _, Value::Array(clocks))) =
+            crate::api::try_send(request).await
+        {
+            return Some(
+                clocks
+                    .iter()
+                    .map(|clock| {
+                        (
+                            clock["id"].as_str().unwrap_or_default().to_string(),
+                            clock["status"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
