@@ -33,7 +33,7 @@ pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>)
             }
         }
         let peers = members.iter().filter(|(id, _)| **id != replica.id());
-        let polls = peers.map(|(_, node)| replica.peer_status(node, POLL_TIMEOUT));
+        let polls = peers.map(|(id, node)| replica.peer_status(*id, node, POLL_TIMEOUT));
         let answers: Vec<_> = join_all(polls).await.into_iter().flatten().collect();
         if answers.iter().any(|status| status.initialized) {
             // The cluster exists; its leader will bring this node up to date.

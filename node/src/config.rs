@@ -51,6 +51,8 @@ struct NodeEntry {
     raft: String,
     data_dir: PathBuf,
     public_url: Option<String>,
+    #[serde(default)]
+    dial: BTreeMap<String, String>,
 }
 
 /// Everything one node needs to run, after defaults and validation.
@@ -68,6 +70,8 @@ pub struct NodeConfig {
     pub public_url: Option<String>,
     /// Every member of the cluster, this node included.
     pub members: BTreeMap<NodeId, NodeAddr>,
+    /// Per peer, the address this node dials instead of the peer's advertised Raft address.
+    pub dial: BTreeMap<NodeId, String>,
     /// The configured API token; `None` means "from the environment or generated".
     pub token: Option<String>,
     /// The node-to-node secret; `None` means "generated" (single node only).
@@ -150,6 +154,7 @@ impl NodeConfig {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             public_url: None,
             members,
+            dial: BTreeMap::new(),
             token: None,
             secret: None,
             rabbit_uri: None,
@@ -238,6 +243,24 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         return Err(Problem::UnknownNode(known.join(", ")));
     };
     let invalid_address = |what: &str| Problem::Invalid(format!("node {id}: bad {what} address"));
+    let mut dial = BTreeMap::new();
+    for (peer, address) in &me.dial {
+        let known = peer
+            .parse::<NodeId>()
+            .ok()
+            .filter(|peer| members.contains_key(peer));
+        let Some(peer) = known else {
+            return Err(Problem::Invalid(format!(
+                "node {id}: `dial` names {peer:?}, which is not a node id of the file"
+            )));
+        };
+        if address.parse::<SocketAddr>().is_err() {
+            return Err(Problem::Invalid(format!(
+                "node {id}: `dial` address {address:?} for node {peer} is not an ip:port address"
+            )));
+        }
+        dial.insert(peer, address.clone());
+    }
     Ok(NodeConfig {
         id,
         api: me.api.parse().map_err(|_| invalid_address("api"))?,
@@ -245,6 +268,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         data_dir: base.join(&me.data_dir),
         public_url: me.public_url.clone(),
         members,
+        dial,
         token: file.token,
         secret: Some(file.secret),
         rabbit_uri: file.rabbit_uri,
@@ -337,6 +361,20 @@ mod tests {
                 "{error:?} should mention {expected:?}"
             );
         }
+    }
+
+    #[test]
+    fn dial_overrides_name_known_peers_and_real_addresses() {
+        let with_dial = |table: &str| format!("{THREE_NODES}\n[node.dial]\n{table}\n");
+        let config = load(&with_dial("\"1\" = \"127.0.0.1:7001\""), 3).expect("valid");
+        assert_eq!(
+            config.dial.get(&1).map(String::as_str),
+            Some("127.0.0.1:7001")
+        );
+        let unknown = load(&with_dial("\"9\" = \"127.0.0.1:7001\""), 3).expect_err("node 9");
+        assert!(unknown.to_string().contains("not a node id"), "{unknown}");
+        let bad = load(&with_dial("\"1\" = \"nowhere\""), 3).expect_err("bad address");
+        assert!(bad.to_string().contains("not an ip:port"), "{bad}");
     }
 
     #[test]

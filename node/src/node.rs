@@ -78,7 +78,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
 
     let (log_store, state_machine, state) = tickd_storage::open(&data_dir)?;
     let raft_config = Arc::new(tickd_raft::timing::raft_config(config.snapshot_every)?);
-    let transport = PeerTransport::new(ClusterSecret::new(secret.clone()))?;
+    let transport = PeerTransport::new(ClusterSecret::new(secret.clone()), config.dial.clone())?;
     let raft = Raft::new(
         config.id,
         raft_config,

@@ -4,6 +4,8 @@
 //! per-peer [`PeerConnection`]s and the [`Replica`](crate::Replica)'s forwarding share it, so
 //! connections to a peer are reused by every kind of traffic.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
@@ -75,19 +77,38 @@ pub enum TransportError {
 pub struct PeerTransport {
     client: reqwest::Client,
     secret: ClusterSecret,
+    dial: Arc<BTreeMap<NodeId, String>>,
 }
 
 impl PeerTransport {
     /// Builds the process-wide client. No proxy is consulted: node-to-node traffic must never
     /// be diverted by an `HTTP_PROXY` variable meant for something else.
-    pub fn new(secret: ClusterSecret) -> Result<Self, reqwest::Error> {
+    ///
+    /// `dial` overrides, per peer, the address this node connects to instead of the peer's
+    /// advertised Raft address: for a peer reachable from here only through a NAT, a load
+    /// balancer or a tunnel (the chaos tests put a fault-injecting proxy there).
+    pub fn new(
+        secret: ClusterSecret,
+        dial: BTreeMap<NodeId, String>,
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()?;
-        Ok(Self { client, secret })
+        Ok(Self {
+            client,
+            secret,
+            dial: Arc::new(dial),
+        })
+    }
+
+    /// The address at which this node reaches peer `id`, advertised as `node`.
+    pub fn address_of<'a>(&'a self, id: NodeId, node: &'a NodeAddr) -> &'a str {
+        self.dial
+            .get(&id)
+            .map_or(node.raft.as_str(), String::as_str)
     }
 
     /// POSTs `body` as JSON to `http://{addr}{path}` and decodes the JSON answer.
@@ -177,7 +198,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> PeerConnection {
         PeerConnection {
             target,
-            addr: node.raft.clone(),
+            addr: self.transport.address_of(target, node).to_string(),
             transport: self.transport.clone(),
         }
     }

@@ -134,13 +134,15 @@ impl Replica {
             })
     }
 
-    /// Asks a peer for its own status.
+    /// Asks peer `id` (advertised as `node`) for its own status.
     pub async fn peer_status(
         &self,
+        id: NodeId,
         node: &NodeAddr,
         timeout: Duration,
     ) -> Result<NodeStatus, TransportError> {
-        self.transport.get(&node.raft, STATUS_PATH, timeout).await
+        let address = self.transport.address_of(id, node);
+        self.transport.get(address, STATUS_PATH, timeout).await
     }
 
     async fn with_retries<T, F, Fut>(&self, mut attempt: F) -> Result<T, ReplicaError>
@@ -173,18 +175,8 @@ impl Replica {
         match self.raft.client_write(command.clone()).await {
             Ok(written) => Attempt::Done(Ok(written.data)),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-                let Some(leader) = self.remote_leader(&forward) else {
-                    return Attempt::Retry("no leader is known".into());
-                };
-                let answer: Result<Result<Response, WriteRefusal>, TransportError> = self
-                    .transport
-                    .post(&leader.raft, WRITE_PATH, &command, remaining)
-                    .await;
-                match answer {
-                    Ok(Ok(response)) => Attempt::Done(Ok(response)),
-                    Ok(Err(error)) => Attempt::Retry(format!("the leader declined: {error}")),
-                    Err(error) => Attempt::Retry(error.to_string()),
-                }
+                self.ask_leader::<_, _, WriteRefusal>(&forward, WRITE_PATH, &command, remaining)
+                    .await
             }
             Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(error))) => {
                 Attempt::Retry(error.to_string())
@@ -199,18 +191,8 @@ impl Replica {
         match self.raft.get_read_log_id().await {
             Ok((read_log_id, _applied)) => Attempt::Done(Ok(read_log_id.map(|id| id.index))),
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {
-                let Some(leader) = self.remote_leader(&forward) else {
-                    return Attempt::Retry("no leader is known".into());
-                };
-                let answer: Result<Result<Option<u64>, ReadRefusal>, TransportError> = self
-                    .transport
-                    .post(&leader.raft, READ_INDEX_PATH, &(), remaining)
-                    .await;
-                match answer {
-                    Ok(Ok(index)) => Attempt::Done(Ok(index)),
-                    Ok(Err(error)) => Attempt::Retry(format!("the leader declined: {error}")),
-                    Err(error) => Attempt::Retry(error.to_string()),
-                }
+                self.ask_leader::<_, _, ReadRefusal>(&forward, READ_INDEX_PATH, &(), remaining)
+                    .await
             }
             Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(error))) => {
                 Attempt::Retry(error.to_string())
@@ -221,11 +203,42 @@ impl Replica {
         }
     }
 
+    /// Sends `body` to the leader named by `forward` on one of its internal routes. Any
+    /// failure (no known leader, a refusal, an unreachable leader) is worth a retry: the
+    /// cluster may be in the middle of an election.
+    async fn ask_leader<Req, Resp, Refusal>(
+        &self,
+        forward: &ForwardToLeader<NodeId, NodeAddr>,
+        path: &str,
+        body: &Req,
+        remaining: Duration,
+    ) -> Attempt<Resp>
+    where
+        Req: serde::Serialize,
+        Resp: serde::de::DeserializeOwned,
+        Refusal: serde::de::DeserializeOwned + std::fmt::Display,
+    {
+        let Some((leader, node)) = self.remote_leader(forward) else {
+            return Attempt::Retry("no leader is known".into());
+        };
+        let address = self.transport.address_of(leader, &node);
+        let answer: Result<Result<Resp, Refusal>, TransportError> =
+            self.transport.post(address, path, body, remaining).await;
+        match answer {
+            Ok(Ok(response)) => Attempt::Done(Ok(response)),
+            Ok(Err(refusal)) => Attempt::Retry(format!("the leader declined: {refusal}")),
+            Err(error) => Attempt::Retry(error.to_string()),
+        }
+    }
+
     /// The leader named by a `ForwardToLeader` error, unless it is unknown or this node
     /// itself (a node that just lost leadership may still name itself).
-    fn remote_leader(&self, forward: &ForwardToLeader<NodeId, NodeAddr>) -> Option<NodeAddr> {
+    fn remote_leader(
+        &self,
+        forward: &ForwardToLeader<NodeId, NodeAddr>,
+    ) -> Option<(NodeId, NodeAddr)> {
         match (forward.leader_id, &forward.leader_node) {
-            (Some(leader), Some(node)) if leader != self.id => Some(node.clone()),
+            (Some(leader), Some(node)) if leader != self.id => Some((leader, node.clone())),
             _ => None,
         }
     }

@@ -34,6 +34,7 @@ use tempfile::TempDir;
 
 use crate::config::{ClusterConfig, TEST_TOKEN};
 use crate::ports;
+use crate::proxy::{LinkMode, LinkProxy};
 use crate::wait::{eventually, poll_until};
 
 /// A node id, as written in `cluster.toml`.
@@ -126,6 +127,7 @@ pub struct TestClusterBuilder {
     env: Vec<(String, String)>,
     initially_down: BTreeSet<NodeId>,
     wait_ready: bool,
+    link_proxies: bool,
 }
 
 impl Default for TestClusterBuilder {
@@ -137,6 +139,7 @@ impl Default for TestClusterBuilder {
             snapshot_every: None,
             max_clocks: None,
             clock_ttl_ms: None,
+            link_proxies: false,
             env: Vec::new(),
             initially_down: BTreeSet::new(),
             wait_ready: true,
@@ -160,6 +163,13 @@ impl TestClusterBuilder {
     /// The RabbitMQ URI (`rabbit_uri`); `None` (the default) selects the http channel.
     pub fn rabbit_uri(mut self, uri: Option<String>) -> Self {
         self.rabbit_uri = uri;
+        self
+    }
+
+    /// Routes every node-to-node link through its own fault-injecting proxy, so that tests can
+    /// partition nodes ([`TestCluster::isolate`]).
+    pub fn link_proxies(mut self) -> Self {
+        self.link_proxies = true;
         self
     }
 
@@ -226,6 +236,11 @@ impl TestClusterBuilder {
         config.snapshot_every = self.snapshot_every;
         config.max_clocks = self.max_clocks;
         config.clock_ttl_ms = self.clock_ttl_ms;
+        let links = if self.link_proxies {
+            start_link_proxies(&mut config).await
+        } else {
+            BTreeMap::new()
+        };
         let config_path = dir_path.join("cluster.toml");
         config.write(&config_path).expect("write cluster.toml");
 
@@ -252,6 +267,7 @@ impl TestClusterBuilder {
         // The cluster exists before any process does, so that a panic while
         // spawning still kills what was spawned (in `Drop`).
         let cluster = TestCluster {
+            links,
             dir: Some(dir),
             dir_path,
             config_path,
@@ -333,6 +349,8 @@ impl Process {
 /// A running `tickd` cluster of real processes; see the module docs.
 #[derive(Debug)]
 pub struct TestCluster {
+    /// The proxy of each directed link (from, to), when the cluster has them.
+    links: BTreeMap<(NodeId, NodeId), LinkProxy>,
     /// The temporary directory; `None` only once `Drop` has decided to keep it.
     dir: Option<TempDir>,
     dir_path: PathBuf,
@@ -344,7 +362,74 @@ pub struct TestCluster {
     client: reqwest::Client,
 }
 
+/// Starts one proxy per directed link and points each node's `dial` table at them.
+async fn start_link_proxies(config: &mut ClusterConfig) -> BTreeMap<(NodeId, NodeId), LinkProxy> {
+    let targets: BTreeMap<NodeId, SocketAddr> = config
+        .nodes
+        .iter()
+        .map(|node| (node.id, node.raft))
+        .collect();
+    let pairs: Vec<(NodeId, NodeId)> = targets
+        .keys()
+        .flat_map(|from| {
+            targets
+                .keys()
+                .filter(move |to| *to != from)
+                .map(move |to| (*from, *to))
+        })
+        .collect();
+    let ports = ports::allocate(pairs.len());
+    let mut links = BTreeMap::new();
+    for ((from, to), port) in pairs.into_iter().zip(ports) {
+        let listen = SocketAddr::from(([127, 0, 0, 1], port));
+        let proxy = LinkProxy::start(listen, targets[&to])
+            .await
+            .expect("start a link proxy");
+        if let Some(node) = config.nodes.iter_mut().find(|node| node.id == from) {
+            node.dial.insert(to, proxy.address());
+        }
+        links.insert((from, to), proxy);
+    }
+    links
+}
+
 impl TestCluster {
+    /// Cuts every link from and to `node` (black holes: peers see timeouts).
+    ///
+    /// # Panics
+    ///
+    /// When the cluster was built without [`TestClusterBuilder::link_proxies`].
+    pub fn isolate(&self, node: NodeId) {
+        assert!(
+            !self.links.is_empty(),
+            "isolate needs a cluster built with link_proxies()"
+        );
+        for ((from, to), proxy) in &self.links {
+            if *from == node || *to == node {
+                proxy.set(LinkMode::Blackhole);
+            }
+        }
+    }
+
+    /// Sets one directed link's mode.
+    pub fn set_link(&self, from: NodeId, to: NodeId, mode: LinkMode) {
+        if let Some(proxy) = self.links.get(&(from, to)) {
+            proxy.set(mode);
+        }
+    }
+
+    /// Whether the cluster's links run through proxies that can partition it.
+    pub fn has_link_proxies(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    /// Restores every link.
+    pub fn heal_links(&self) {
+        for proxy in self.links.values() {
+            proxy.set(LinkMode::Pass);
+        }
+    }
+
     /// Starts an `n`-node cluster with the default options and waits until it is ready.
     pub async fn start(n: usize) -> TestCluster {
         TestCluster::builder().nodes(n).start().await

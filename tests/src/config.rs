@@ -3,6 +3,7 @@
 //! The harness writes the file itself rather than depending on the node's
 //! config types: it tests the file format the way an operator writes it.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -45,6 +46,9 @@ pub struct NodeConfig {
     pub raft: SocketAddr,
     /// The data directory, relative to the directory of the config file.
     pub data_dir: String,
+    /// Per peer, the address this node dials instead of the peer's Raft address (the link
+    /// proxies of a cluster with network faults).
+    pub dial: BTreeMap<NodeId, SocketAddr>,
 }
 
 impl ClusterConfig {
@@ -69,6 +73,7 @@ impl ClusterConfig {
                 api: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[0])),
                 raft: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[1])),
                 data_dir: format!("node{id}"),
+                dial: BTreeMap::new(),
             })
             .collect();
         ClusterConfig {
@@ -107,6 +112,17 @@ impl ClusterConfig {
             let _ = writeln!(out, "api = {}", toml_string(&node.api.to_string()));
             let _ = writeln!(out, "raft = {}", toml_string(&node.raft.to_string()));
             let _ = writeln!(out, "data_dir = {}", toml_string(&node.data_dir));
+            if !node.dial.is_empty() {
+                let _ = writeln!(out, "[node.dial]");
+                for (peer, address) in &node.dial {
+                    let _ = writeln!(
+                        out,
+                        "{} = {}",
+                        toml_string(&peer.to_string()),
+                        toml_string(&address.to_string())
+                    );
+                }
+            }
         }
         out
     }

@@ -36,6 +36,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod config;
 pub mod ports;
+pub mod proxy;
 pub mod rabbit;
 pub mod wait;
 

@@ -469,3 +469,43 @@ async fn a_broker_outage_of_ten_seconds_loses_no_tick() {
         instants.len()
     );
 }
+
+#[tokio::test]
+async fn an_isolated_leader_is_replaced_and_publishes_nothing_once_its_lease_is_gone() {
+    let Some(uri) = rabbit::broker().await else {
+        return;
+    };
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .link_proxies()
+        .rabbit_uri(Some(uri))
+        .start()
+        .await;
+    let watches = five_consumed_clocks(&cluster).await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(3)).await;
+    cluster.isolate(leader);
+    let isolated_at = Instant::now();
+    let successor = cluster
+        .wait_for_new_leader(leader, Duration::from_secs(5))
+        .await;
+    assert_ne!(successor, leader);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    cluster.heal_links();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let old_app_id = format!("tickd-node-{leader}");
+    for (name, watch) in watches {
+        let got = watch.got();
+        // The lease (350 ms) runs out before anyone else can be elected; allow for delivery.
+        let from_old: Vec<&Got> = got
+            .iter()
+            .filter(|tick| tick.at > isolated_at + Duration::from_millis(600))
+            .filter(|tick| tick.app_id.as_deref() == Some(old_app_id.as_str()))
+            .collect();
+        assert!(
+            from_old.is_empty(),
+            "{name}: the isolated leader published {from_old:?}"
+        );
+        assert_no_tick_lost(&name, &got, Duration::from_millis(2_500));
+        watch.stop().await;
+    }
+}

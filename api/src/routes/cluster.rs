@@ -51,7 +51,7 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
         async move {
             match local {
                 Some(status) => Some(status),
-                None => replica.peer_status(node, MEMBER_TIMEOUT).await.ok(),
+                None => replica.peer_status(*id, node, MEMBER_TIMEOUT).await.ok(),
             }
         }
     });

@@ -1,8 +1,10 @@
 //! The nemesis: one fault every few seconds, chosen at random from the seed.
 //!
 //! Faults: SIGKILL of the leader or of a follower (restarted after a pause), SIGSTOP of the
-//! leader (continued after a pause), a crash of every node at once (all restarted), and, in
-//! RabbitMQ runs, a stop and start of the run's private broker. Each fault is healed before
+//! leader (continued after a pause), a network partition isolating the leader or a follower
+//! (every link from and to it black-holed by the link proxies, then healed), a crash of every
+//! node at once (all restarted), and, in RabbitMQ runs, a stop and start of the run's private
+//! broker. Each fault is healed before
 //! the next one; the time until the cluster has a leader again is measured.
 
 use std::time::{Duration, Instant};
@@ -26,6 +28,10 @@ pub enum FaultKind {
     KillFollower,
     /// SIGSTOP the leader, SIGCONT it later.
     PauseLeader,
+    /// Cut every link of the leader, heal later.
+    IsolateLeader,
+    /// Cut every link of a follower, heal later.
+    IsolateFollower,
     /// SIGKILL every node, restart them all.
     CrashAll,
     /// Stop the private RabbitMQ, start it again.
@@ -83,6 +89,9 @@ pub async fn run(
         if broker.is_some() {
             kinds.push(FaultKind::BrokerOutage);
         }
+        if cluster.has_link_proxies() {
+            kinds.extend([FaultKind::IsolateLeader, FaultKind::IsolateFollower]);
+        }
         let kind = *rng.pick(&kinds);
         let fault = inject(cluster, broker.as_deref_mut(), kind, &mut rng).await;
         faults.push(fault);
@@ -128,6 +137,37 @@ async fn inject(
             (
                 format!("SIGSTOP leader {leader} for {} ms", millis(hold)),
                 elected,
+            )
+        }
+        (FaultKind::IsolateLeader, Some(leader)) => {
+            cluster.isolate(leader);
+            let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
+            tokio::time::sleep(hold).await;
+            cluster.heal_links();
+            (
+                format!(
+                    "partition isolating leader {leader} for {} ms",
+                    millis(hold)
+                ),
+                elected,
+            )
+        }
+        (FaultKind::IsolateFollower, Some(leader)) => {
+            let followers: Vec<NodeId> = cluster
+                .node_ids()
+                .into_iter()
+                .filter(|id| *id != leader)
+                .collect();
+            let victim = *rng.pick(&followers);
+            cluster.isolate(victim);
+            tokio::time::sleep(hold).await;
+            cluster.heal_links();
+            (
+                format!(
+                    "partition isolating follower {victim} for {} ms",
+                    millis(hold)
+                ),
+                None,
             )
         }
         (FaultKind::BrokerOutage, _) => match broker {

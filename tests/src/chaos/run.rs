@@ -83,6 +83,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     };
     let cluster = TestCluster::builder()
         .nodes(3)
+        .link_proxies()
         .rabbit_uri(broker.as_ref().map(PrivateBroker::uri))
         .start()
         .await;
@@ -159,6 +160,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
 
     // Heal: every node running, the broker up; then the cluster must recover within bounds.
     let heal_ms = now_ms();
+    cluster.heal_links();
     for node in cluster.node_ids() {
         if !cluster.is_running(node) {
             cluster.restart(node);
