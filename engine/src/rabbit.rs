@@ -18,6 +18,10 @@ use tokio::time::Instant;
 
 /// The least time between two connection attempts.
 pub const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// The longest a connection attempt or one operation may take. A broker that is starting
+/// accepts TCP before it answers AMQP; without a bound, the leader's loop would hang on it
+/// (and with it the intents and the lease).
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a broker operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -152,14 +156,13 @@ impl Broker {
             return Err(SessionError::Broker(BrokerError::Backoff));
         };
         let pending = operation(session);
-        match pending.await {
-            Ok(value) => Ok(value),
-            Err(error) => {
-                let reported = SessionError::Lapin(error.to_string());
-                *guard = None;
-                Err(reported)
-            }
-        }
+        let reason = match tokio::time::timeout(OPERATION_TIMEOUT, pending).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!("no answer within {} ms", OPERATION_TIMEOUT.as_millis()),
+        };
+        *guard = None;
+        Err(SessionError::Lapin(reason))
     }
 
     async fn connected(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Session>>, BrokerError> {
@@ -183,6 +186,17 @@ impl Broker {
     }
 
     async fn connect(&self) -> Result<Session, BrokerError> {
+        tokio::time::timeout(OPERATION_TIMEOUT, self.open_session())
+            .await
+            .unwrap_or_else(|_| {
+                Err(BrokerError::Unreachable(format!(
+                    "no AMQP handshake within {} ms",
+                    OPERATION_TIMEOUT.as_millis()
+                )))
+            })
+    }
+
+    async fn open_session(&self) -> Result<Session, BrokerError> {
         let unreachable = |error: lapin::Error| BrokerError::Unreachable(error.to_string());
         let connection = Connection::connect(&self.uri, ConnectionProperties::default())
             .await

@@ -42,3 +42,13 @@ pub mod wait;
 
 pub use cluster::{NodeId, NodeState, TestCluster, TestClusterBuilder};
 pub use wait::eventually;
+
+/// A name no other test or earlier run uses: RabbitMQ queues are durable and shared between
+/// tests and runs, and a clock's queue is named after the clock.
+pub fn unique_name(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    format!("{name}-{}-{nanos}", std::process::id())
+}

@@ -90,19 +90,29 @@ pub struct Consumers {
 }
 
 impl Consumers {
-    /// One consumer on `queue`, or the error that prevented it.
-    async fn start_checked(uri: &str, queue: &str) -> lapin::Result<(lapin::Consumer, Connection)> {
-        let connection = Connection::connect(uri, ConnectionProperties::default()).await?;
-        let channel = connection.create_channel().await?;
-        let consumer = channel
-            .basic_consume(
-                queue.into(),
-                "".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
-        Ok((consumer, connection))
+    /// One consumer on `queue`, or the error that prevented it. Bounded: a broker that is
+    /// starting accepts TCP before it answers AMQP.
+    async fn start_checked(
+        uri: &str,
+        queue: &str,
+    ) -> Result<(lapin::Consumer, Connection), String> {
+        let attempt = async {
+            let connection = Connection::connect(uri, ConnectionProperties::default()).await?;
+            let channel = connection.create_channel().await?;
+            let consumer = channel
+                .basic_consume(
+                    queue.into(),
+                    "".into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?;
+            Ok::<_, lapin::Error>((consumer, connection))
+        };
+        match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+            Ok(result) => result.map_err(|error| error.to_string()),
+            Err(_) => Err("no AMQP handshake within 2 s".to_string()),
+        }
     }
 
     /// Starts `count` competing consumers on `queue` (each on its own connection), acking
@@ -165,6 +175,9 @@ impl Consumers {
     }
 }
 
+/// How long a private broker may take to start on a loaded two-core machine.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A RabbitMQ node of the test's own on a spare loopback port, so that a test may stop and
 /// start a broker without touching the machine's shared one. Its data directory survives a
 /// stop, so durable queues and persistent messages come back with it.
@@ -176,7 +189,7 @@ pub struct PrivateBroker {
 }
 
 impl PrivateBroker {
-    /// Starts a broker and waits (at most 60 s) until it accepts AMQP connections.
+    /// Starts a broker and waits (at most [`START_TIMEOUT`]) until it accepts AMQP connections.
     pub async fn start() -> PrivateBroker {
         let dir = tempfile::tempdir().expect("a directory for the private broker");
         let ports = crate::ports::allocate(2);
@@ -241,29 +254,41 @@ impl PrivateBroker {
             .expect("start a private RabbitMQ (rabbitmq-server)");
         self.process = Some(child);
         let uri = self.uri();
-        crate::wait::eventually(
-            "the private RabbitMQ to accept connections",
-            Duration::from_secs(60),
-            Duration::from_millis(250),
-            || {
-                let uri = uri.clone();
-                async move {
-                    let connection = Connection::connect(&uri, ConnectionProperties::default())
-                        .await
-                        .ok()?;
-                    let _ = connection.close(200, "probe".into()).await;
-                    Some(())
-                }
-            },
-        )
+        let started = crate::wait::poll_until(START_TIMEOUT, Duration::from_millis(250), || {
+            let uri = uri.clone();
+            async move {
+                let connection = Connection::connect(&uri, ConnectionProperties::default())
+                    .await
+                    .ok()?;
+                let _ = connection.close(200, "probe".into()).await;
+                Some(())
+            }
+        })
         .await;
+        if let Err(reason) = started {
+            let output = std::fs::read_to_string(root.join("broker.out")).unwrap_or_default();
+            let lines: Vec<&str> = output.lines().collect();
+            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            panic!(
+                "the private RabbitMQ on port {} did not accept connections within {:?} \
+                 ({reason}); its output ends:\n{tail}",
+                self.port, START_TIMEOUT
+            );
+        }
     }
 
-    /// Stops the broker (SIGTERM, then SIGKILL after 20 s) and waits until it is gone.
+    /// Stops the broker and waits until its VM is gone: `rabbitmqctl stop` (which returns once
+    /// the Erlang VM has exited), then SIGTERM and, after 20 s, SIGKILL.
     pub fn stop(&mut self) {
         let Some(mut child) = self.process.take() else {
             return;
         };
+        let node = format!("tickdtest{}@localhost", self.port);
+        let _ = std::process::Command::new("timeout")
+            .args(["30", "rabbitmqctl", "-q", "-n", &node, "stop"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();

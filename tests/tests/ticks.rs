@@ -9,16 +9,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use tickd_tests::api::{action, clock_id, get_clock, register};
 use tickd_tests::rabbit::{self, Consumers};
-use tickd_tests::{NodeId, TestCluster, eventually};
-
-/// A name no other test or earlier run uses: RabbitMQ queues are durable and shared.
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
+use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
 /// One delivered tick as a client saw it.
 #[derive(Debug, Clone)]
@@ -154,7 +145,7 @@ async fn broker_scenarios(mode: Mode) {
         return;
     };
     // A registered every.2.seconds clock delivers a tick within 3 s.
-    let clock = register_ok(&cluster, 2, &unique("two"), "every.2.seconds").await;
+    let clock = register_ok(&cluster, 2, &unique_name("two"), "every.2.seconds").await;
     let watch = Watch::start(&cluster, &clock, 1).await;
     watch
         .wait_for("a first tick", Duration::from_secs(3), |got| {
@@ -179,7 +170,7 @@ async fn broker_scenarios(mode: Mode) {
     watch.stop().await;
 
     // A manual tick on an @never clock is delivered within 3 s.
-    let never = register_ok(&cluster, 1, &unique("never"), "@never").await;
+    let never = register_ok(&cluster, 1, &unique_name("never"), "@never").await;
     let watch = Watch::start(&cluster, &never, 1).await;
     let (status, _, _) = action(&cluster, 3, &clock_id(&never), "tick").await;
     assert_eq!(status, StatusCode::OK);
@@ -234,7 +225,7 @@ async fn ticks_are_aligned_and_carry_every_spec_field() {
         let Some(cluster) = cluster(mode).await else {
             continue;
         };
-        let clock = register_ok(&cluster, 1, &unique("aligned"), "every.1.seconds").await;
+        let clock = register_ok(&cluster, 1, &unique_name("aligned"), "every.1.seconds").await;
         let watch = Watch::start(&cluster, &clock, 1).await;
         watch
             .wait_for("three ticks", Duration::from_secs(6), |got| got.len() >= 3)
@@ -264,7 +255,7 @@ async fn competing_consumers_never_receive_a_tick_twice() {
         let Some(cluster) = cluster(mode).await else {
             continue;
         };
-        let clock = register_ok(&cluster, 3, &unique("compete"), "every.1.seconds").await;
+        let clock = register_ok(&cluster, 3, &unique_name("compete"), "every.1.seconds").await;
         let watch = Watch::start(&cluster, &clock, 3).await;
         watch
             .wait_for("five ticks", Duration::from_secs(10), |got| got.len() >= 5)
@@ -315,10 +306,17 @@ fn assert_no_tick_lost(name: &str, got: &[Got], max_gap: Duration) {
     assert!(longest < max_gap, "{name}: a gap of {longest:?}");
 }
 
+/// The ticks that the node with `app_id` published and that arrived after `since`.
+fn published_by_since<'a>(got: &'a [Got], app_id: &str, since: Instant) -> Vec<&'a Got> {
+    got.iter()
+        .filter(|tick| tick.at > since && tick.app_id.as_deref() == Some(app_id))
+        .collect()
+}
+
 async fn five_consumed_clocks(cluster: &TestCluster) -> Vec<(String, Watch)> {
     let mut watches = Vec::new();
     for index in 0..5 {
-        let name = unique(&format!("failover-{index}"));
+        let name = unique_name(&format!("failover-{index}"));
         let clock = register_ok(cluster, 1 + index % 3, &name, "every.1.seconds").await;
         watches.push((name, Watch::start(cluster, &clock, 1).await));
     }
@@ -368,11 +366,8 @@ async fn a_stopped_leader_publishes_nothing_when_it_wakes() {
     let old_app_id = format!("tickd-node-{leader}");
     for (name, watch) in watches {
         let got = watch.got();
-        let late_from_old: Vec<&Got> = got
-            .iter()
-            .filter(|tick| tick.at > woke + Duration::from_millis(200))
-            .filter(|tick| tick.app_id.as_deref() == Some(old_app_id.as_str()))
-            .collect();
+        let late_from_old =
+            published_by_since(&got, &old_app_id, woke + Duration::from_millis(200));
         assert!(
             late_from_old.is_empty(),
             "{name}: the woken leader published {late_from_old:?}"
@@ -395,8 +390,9 @@ async fn unconsumed_clocks_are_purged_and_paused_ones_kept() {
         };
         let cluster = builder.start().await;
         let abandoned =
-            clock_id(&register_ok(&cluster, 1, &unique("abandoned"), "every.1.seconds").await);
-        let kept = clock_id(&register_ok(&cluster, 2, &unique("kept"), "every.1.seconds").await);
+            clock_id(&register_ok(&cluster, 1, &unique_name("abandoned"), "every.1.seconds").await);
+        let kept =
+            clock_id(&register_ok(&cluster, 2, &unique_name("kept"), "every.1.seconds").await);
         action(&cluster, 3, &kept, "pause").await;
         let cluster = &cluster;
         let abandoned = &abandoned;
@@ -429,7 +425,7 @@ async fn a_broker_outage_of_ten_seconds_loses_no_tick() {
         .rabbit_uri(Some(broker.uri()))
         .start()
         .await;
-    let clock = register_ok(&cluster, 2, &unique("outage"), "every.1.seconds").await;
+    let clock = register_ok(&cluster, 2, &unique_name("outage"), "every.1.seconds").await;
     let queue = clock["channel"]["details"]["queue"]
         .as_str()
         .expect("a queue");
@@ -496,11 +492,8 @@ async fn an_isolated_leader_is_replaced_and_publishes_nothing_once_its_lease_is_
     for (name, watch) in watches {
         let got = watch.got();
         // The lease (350 ms) runs out before anyone else can be elected; allow for delivery.
-        let from_old: Vec<&Got> = got
-            .iter()
-            .filter(|tick| tick.at > isolated_at + Duration::from_millis(600))
-            .filter(|tick| tick.app_id.as_deref() == Some(old_app_id.as_str()))
-            .collect();
+        let from_old =
+            published_by_since(&got, &old_app_id, isolated_at + Duration::from_millis(600));
         assert!(
             from_old.is_empty(),
             "{name}: the isolated leader published {from_old:?}"

@@ -12,8 +12,8 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tickd_tests::TestCluster;
 use tickd_tests::rabbit;
+use tickd_tests::{TestCluster, unique_name};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use tokio::sync::OnceCell;
@@ -33,15 +33,6 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(40);
 /// The schedule under test and how many of its ticks the client must receive.
 const SCHEDULE: &str = "every.1.seconds";
 const TICKS: usize = 2;
-
-/// A name no other test or earlier run uses: RabbitMQ queues are durable and shared.
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
 
 /// Under `CI=true` a missing prerequisite fails the test; elsewhere the test is skipped.
 fn unavailable<T>(reason: &str) -> Option<T> {
@@ -181,7 +172,7 @@ async fn install_once() -> Option<PathBuf> {
 /// a fresh clock, and checks them.
 async fn client_receives_ticks(cluster: &TestCluster, modules: &Path, channel: &str) {
     let node = 2;
-    let name = unique(&format!("ticktok-js-{channel}"));
+    let name = unique_name(&format!("ticktok-js-{channel}"));
     let mut command = Command::new("node");
     command
         .arg(SCRIPT)

@@ -62,6 +62,16 @@ async fn await_new_leader(cluster: &TestCluster, old: NodeId, bound: Duration) -
     None
 }
 
+/// A random node other than `leader`.
+fn pick_follower(cluster: &TestCluster, leader: NodeId, rng: &mut Rng) -> NodeId {
+    let followers: Vec<NodeId> = cluster
+        .node_ids()
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    *rng.pick(&followers)
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -118,12 +128,7 @@ async fn inject(
             (format!("kill -9 leader {leader}"), elected)
         }
         (FaultKind::KillFollower, Some(leader)) => {
-            let followers: Vec<NodeId> = cluster
-                .node_ids()
-                .into_iter()
-                .filter(|id| *id != leader)
-                .collect();
-            let victim = *rng.pick(&followers);
+            let victim = pick_follower(cluster, leader, rng);
             cluster.kill(victim);
             tokio::time::sleep(hold).await;
             cluster.restart(victim);
@@ -153,12 +158,7 @@ async fn inject(
             )
         }
         (FaultKind::IsolateFollower, Some(leader)) => {
-            let followers: Vec<NodeId> = cluster
-                .node_ids()
-                .into_iter()
-                .filter(|id| *id != leader)
-                .collect();
-            let victim = *rng.pick(&followers);
+            let victim = pick_follower(cluster, leader, rng);
             cluster.isolate(victim);
             tokio::time::sleep(hold).await;
             cluster.heal_links();
@@ -172,10 +172,16 @@ async fn inject(
         }
         (FaultKind::BrokerOutage, _) => match broker {
             Some(broker) => {
+                // The outage runs from the stop to the moment the broker accepts AMQP again,
+                // which includes its own shutdown and start-up (seconds on a busy machine).
+                let down_at = Instant::now();
                 broker.stop();
                 tokio::time::sleep(hold).await;
                 broker.restart().await;
-                (format!("RabbitMQ down for {} ms", millis(hold)), None)
+                (
+                    format!("RabbitMQ down for {} ms", millis(down_at.elapsed())),
+                    None,
+                )
             }
             None => ("no fault (no private broker)".to_string(), None),
         },
