@@ -414,6 +414,9 @@ impl Registry {
         self.ledger.intended_through_ms = intent.through_ms;
         self.ledger.counters.late += filed.late;
         self.ledger.counters.coalesced += filed.coalesced;
+        filed.coalesced += self
+            .ledger
+            .coalesce_outbox(intent.now_ms.saturating_sub(intent.catch_up_ms));
         filed
     }
 

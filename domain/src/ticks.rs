@@ -19,7 +19,9 @@
 //! Ticks that fell due while no leader could commit are filed by the next intent. Those less
 //! than the catch-up window late are filed one by one (each with its own id); older ones of a
 //! clock are coalesced into one tick, the newest of them, so a long outage never ends in a
-//! burst. Both are counted.
+//! burst. Both are counted. The same window bounds the outbox while the broker is away: every
+//! intent coalesces each clock's overdue outbox ticks into the newest, so at most
+//! catch-up / interval + 1 scheduled ticks per clock wait for the broker.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -292,6 +294,29 @@ impl TickLedger {
             .min()
     }
 
+    /// Bounds the outbox while the broker is away: of each clock's scheduled ticks that are
+    /// older than `cutoff_ms` (the catch-up window), only the newest stays; the others are
+    /// coalesced into it, as missed ticks are at intent time (SPEC §7). So a broker outage of
+    /// any length leaves at most catch-up / interval + 1 scheduled ticks per clock waiting.
+    /// Returns how many were coalesced. Manual ticks are never coalesced.
+    pub fn coalesce_outbox(&mut self, cutoff_ms: u64) -> u64 {
+        let mut newest: BTreeMap<ClockId, (u64, TickId)> = BTreeMap::new();
+        let mut older = Vec::new();
+        let overdue = self.outbox.range(..(cutoff_ms, TickId(String::new())));
+        for (key, tick) in overdue.filter(|(_, tick)| !tick.manual) {
+            // Keys come in due order, so the last one seen per clock is its newest.
+            if let Some(previous) = newest.insert(tick.clock.clone(), key.clone()) {
+                older.push(previous);
+            }
+        }
+        for key in &older {
+            self.outbox.remove(key);
+        }
+        let coalesced = u64::try_from(older.len()).unwrap_or(u64::MAX);
+        self.counters.coalesced += coalesced;
+        coalesced
+    }
+
     /// Forgets everything about a clock (on purge).
     pub fn forget(&mut self, clock: &ClockId, queue: Option<&QueueId>) {
         self.cursors.remove(clock);
@@ -434,6 +459,34 @@ mod tests {
         let mut sorted = instants.clone();
         sorted.dedup();
         assert_eq!(sorted, instants, "no instant twice");
+    }
+
+    #[test]
+    fn an_outbox_waiting_for_the_broker_keeps_one_overdue_tick_per_clock() {
+        let mut ledger = TickLedger::default();
+        let (a, b) = (ClockId::new("a".into()), ClockId::new("b".into()));
+        let tick = |clock: &ClockId, at: u64, manual: bool| Tick {
+            id: if manual {
+                TickId::manual(clock, at)
+            } else {
+                TickId::scheduled(clock, at)
+            },
+            clock: clock.clone(),
+            name: "n".into(),
+            schedule: schedule("every.1.seconds"),
+            due_at_ms: at,
+            manual,
+        };
+        for at in [1_000, 2_000, 3_000, 70_000] {
+            ledger.file(tick(&a, at, false), Destination::Outbox, 1);
+        }
+        ledger.file(tick(&b, 2_500, false), Destination::Outbox, 1);
+        ledger.file(tick(&a, 1_500, true), Destination::Outbox, 1);
+        assert_eq!(ledger.coalesce_outbox(10_000), 2);
+        let left: Vec<&str> = ledger.outbox.values().map(|t| t.id.as_str()).collect();
+        assert_eq!(left, ["a-m1500", "b-2500", "a-3000", "a-70000"]);
+        assert_eq!(ledger.counters.coalesced, 2);
+        assert_eq!(ledger.coalesce_outbox(10_000), 0, "idempotent");
     }
 
     #[test]
