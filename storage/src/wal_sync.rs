@@ -27,11 +27,13 @@ pub enum Waiter {
     Write(oneshot::Sender<io::Result<()>>),
 }
 
-/// Handle of the syncing thread; the thread exits when the last handle is dropped.
-#[derive(Clone)]
+/// Owner of the syncing thread. Dropping it stops the thread and waits for it, so the thread
+/// never outlives the store: RocksDB is closed before the store is gone, not by a stray thread
+/// racing the process's exit.
 pub struct WalSync {
-    queue: mpsc::Sender<Waiter>,
+    queue: Option<mpsc::Sender<Waiter>>,
     fsyncs: Arc<AtomicU64>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl WalSync {
@@ -40,10 +42,14 @@ impl WalSync {
         let (queue, waiting) = mpsc::channel();
         let fsyncs = Arc::new(AtomicU64::new(0));
         let counted = fsyncs.clone();
-        thread::Builder::new()
+        let thread = thread::Builder::new()
             .name("tickd-wal-sync".into())
             .spawn(move || run(&db, &waiting, &counted))?;
-        Ok(Self { queue, fsyncs })
+        Ok(Self {
+            queue: Some(queue),
+            fsyncs,
+            thread: Some(thread),
+        })
     }
 
     /// How many fsyncs the thread has done: fewer than the writes it made durable whenever
@@ -54,7 +60,11 @@ impl WalSync {
 
     /// Completes `waiter` once everything written before this call is fsynced.
     pub fn enqueue(&self, waiter: Waiter) {
-        if let Err(mpsc::SendError(waiter)) = self.queue.send(waiter) {
+        let sent = match &self.queue {
+            Some(queue) => queue.send(waiter).map_err(|mpsc::SendError(waiter)| waiter),
+            None => Err(waiter),
+        };
+        if let Err(waiter) = sent {
             complete(waiter, &Err("the WAL sync thread has stopped".to_string()));
         }
     }
@@ -65,6 +75,18 @@ impl WalSync {
         self.enqueue(Waiter::Write(done));
         wait.await
             .map_err(|_| io::Error::other("the WAL sync thread dropped a waiter"))?
+    }
+}
+
+impl Drop for WalSync {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread's loop once it has completed every waiter.
+        self.queue.take();
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the WAL sync thread panicked");
+        }
     }
 }
 
@@ -100,7 +122,7 @@ mod tests {
     async fn concurrent_writers_share_fsyncs() {
         let dir = tempfile::tempdir().expect("temporary directory");
         let db = Arc::new(DB::open_default(dir.path()).expect("open RocksDB"));
-        let wal = WalSync::start(db.clone()).expect("start the sync thread");
+        let wal = Arc::new(WalSync::start(db.clone()).expect("start the sync thread"));
         let writers = (0..200u32).map(|index| {
             let (db, wal) = (db.clone(), wal.clone());
             tokio::spawn(async move {
