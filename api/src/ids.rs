@@ -21,3 +21,9 @@ pub fn clock_id() -> ClockId {
 pub fn queue_id() -> QueueId {
     QueueId::new(random_hex())
 }
+
+/// A fresh id for one pop: a retry of the same pop carries the same id, so the replicated
+/// queue answers it with the same ticks (see `tickd_domain::Command::Pop`).
+pub fn pop_request() -> String {
+    random_hex()
+}

@@ -72,11 +72,18 @@ pub enum Command {
         ticks: Vec<(u64, TickId)>,
     },
     /// A poll of an http queue: remove and return the ticks due at `now_ms`.
+    ///
+    /// `request` makes a retry harmless: when a forwarded pop's answer is lost, the proposing
+    /// node sends the same command again, and applying a pop whose `request` equals the queue's
+    /// last one returns that pop's ticks again instead of removing the next ones (which would
+    /// lose the first batch).
     Pop {
         /// The queue polled.
         queue: QueueId,
         /// The polling node's clock.
         now_ms: u64,
+        /// A random id of this poll, drawn by the proposing node.
+        request: String,
     },
     /// Polls that found nothing: the queues' consumers are alive.
     Touch {
@@ -236,12 +243,16 @@ impl Registry {
                     count: u64::try_from(count).unwrap_or(u64::MAX),
                 }
             }
-            Command::Pop { queue, now_ms } => match self.by_queue.get(&queue) {
+            Command::Pop {
+                queue,
+                now_ms,
+                request,
+            } => match self.by_queue.get(&queue) {
                 Some(clock) => {
                     if let Some(cursor) = self.ledger.cursors.get_mut(clock) {
                         cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
                     }
-                    Outcome::Popped(self.ledger.pop_due(&queue, now_ms))
+                    Outcome::Popped(self.ledger.pop_due(&queue, now_ms, request))
                 }
                 None => Outcome::NotFound,
             },
@@ -1096,26 +1107,29 @@ mod tests {
             panic!("an http clock");
         };
         registry.apply(intent(3_500, 2_600));
-        let popped = registry.apply(Command::Pop {
+        let pop = |now_ms: u64, request: &str| Command::Pop {
             queue: queue_id.clone(),
-            now_ms: 2_600,
-        });
-        let Outcome::Popped(ticks) = popped else {
+            now_ms,
+            request: request.into(),
+        };
+        let popped = registry.apply(pop(2_600, "first"));
+        let Outcome::Popped(ticks) = popped.clone() else {
             panic!("a pop outcome, got {popped:?}");
         };
         let instants: Vec<u64> = ticks.iter().map(|tick| tick.due_at_ms).collect();
         assert_eq!(instants, [1_000, 2_000]);
+        // A retried pop (its answer was lost) gets the same ticks again, and takes no others.
+        assert_eq!(registry.apply(pop(3_600, "first")), popped);
+        assert_eq!(registry.ledger().due_in_queue(&queue_id, 3_600), 1);
         assert_eq!(
-            registry.apply(Command::Pop {
-                queue: queue_id.clone(),
-                now_ms: 2_700
-            }),
+            registry.apply(pop(2_700, "second")),
             Outcome::Popped(Vec::new())
         );
         assert_eq!(registry.ledger().due_in_queue(&queue_id, 3_000), 1);
         let unknown = Command::Pop {
             queue: QueueId::new("nope".into()),
             now_ms: 0,
+            request: "r".into(),
         };
         assert_eq!(registry.apply(unknown), Outcome::NotFound);
     }

@@ -190,6 +190,9 @@ pub struct TickLedger {
     pub outbox: BTreeMap<(u64, TickId), Tick>,
     /// Ticks for http clocks, waiting to be popped.
     pub queues: BTreeMap<QueueId, VecDeque<Tick>>,
+    /// Per http queue, the last pop's request id and the ticks it returned, so that a retried
+    /// pop gets the same ticks back (see `Command::Pop`).
+    pub last_pops: BTreeMap<QueueId, (String, Vec<Tick>)>,
     /// Per clock: when its ticks start and when it was last used.
     pub cursors: BTreeMap<ClockId, Cursor>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
@@ -265,8 +268,14 @@ impl TickLedger {
     }
 
     /// Removes the ticks of `queue_id` that are due at `now_ms` and returns them, oldest
-    /// first. Ticks filed ahead of their instant stay.
-    pub fn pop_due(&mut self, queue_id: &QueueId, now_ms: u64) -> Vec<Tick> {
+    /// first. Ticks filed ahead of their instant stay. A pop with the same `request` as the
+    /// queue's last one is a retry: it gets the same ticks again and removes nothing.
+    pub fn pop_due(&mut self, queue_id: &QueueId, now_ms: u64, request: String) -> Vec<Tick> {
+        if let Some((last, ticks)) = self.last_pops.get(queue_id)
+            && *last == request
+        {
+            return ticks.clone();
+        }
         let Some(queue) = self.queues.get_mut(queue_id) else {
             return Vec::new();
         };
@@ -275,6 +284,8 @@ impl TickLedger {
         *queue = later;
         let mut due: Vec<Tick> = due.into();
         due.sort_by_key(|tick| tick.due_at_ms);
+        self.last_pops
+            .insert(queue_id.clone(), (request, due.clone()));
         due
     }
 
@@ -322,6 +333,7 @@ impl TickLedger {
         self.cursors.remove(clock);
         if let Some(queue) = queue {
             self.queues.remove(queue);
+            self.last_pops.remove(queue);
         }
         self.outbox.retain(|_, tick| &tick.clock != clock);
     }
@@ -508,12 +520,12 @@ mod tests {
         assert_eq!(ledger.counters.dropped, 2);
         assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
         let popped: Vec<u64> = ledger
-            .pop_due(&queue, 4_500)
+            .pop_due(&queue, 4_500, "p1".into())
             .iter()
             .map(|t| t.due_at_ms)
             .collect();
         assert_eq!(popped, vec![3_000, 4_000]);
         assert_eq!(ledger.next_due_in_queue(&queue), Some(5_000));
-        assert!(ledger.pop_due(&queue, 4_500).is_empty());
+        assert!(ledger.pop_due(&queue, 4_500, "p2".into()).is_empty());
     }
 }

@@ -15,6 +15,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::ids;
 
 /// The longest `?wait` accepted, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 30;
@@ -52,6 +53,7 @@ pub async fn pop(
             let popped = app
                 .replica
                 .write(Command::Pop {
+                    request: ids::pop_request(),
                     queue: queue.clone(),
                     now_ms: now,
                 })
