@@ -155,9 +155,12 @@ impl Replica {
         let mut backoff = FIRST_RETRY_BACKOFF;
         loop {
             let remaining = give_up_at.saturating_duration_since(Instant::now());
-            let reason = match attempt(remaining).await {
-                Attempt::Done(result) => return result,
-                Attempt::Retry(reason) => reason,
+            // A leader that lost its quorum accepts a proposal and never commits it: every
+            // attempt is bounded by what is left of the deadline.
+            let reason = match tokio::time::timeout(remaining, attempt(remaining)).await {
+                Ok(Attempt::Done(result)) => return result,
+                Ok(Attempt::Retry(reason)) => reason,
+                Err(_) => "no quorum confirmed the request in time".to_string(),
             };
             if Instant::now() + backoff >= give_up_at {
                 return Err(ReplicaError::NoLeader {
