@@ -306,6 +306,26 @@ fn assert_no_tick_lost(name: &str, got: &[Got], max_gap: Duration) {
     assert!(longest < max_gap, "{name}: a gap of {longest:?}");
 }
 
+/// After a fault on `old_leader`: for every watched clock, nothing published by the old leader
+/// arrived after `silent_from`, and no tick was lost (repeats keep their id, gaps stay short).
+async fn assert_old_leader_silent_and_nothing_lost(
+    watches: Vec<(String, Watch)>,
+    old_leader: NodeId,
+    silent_from: Instant,
+) {
+    let old_app_id = format!("tickd-node-{old_leader}");
+    for (name, watch) in watches {
+        let got = watch.got();
+        let from_old = published_by_since(&got, &old_app_id, silent_from);
+        assert!(
+            from_old.is_empty(),
+            "{name}: the old leader published {from_old:?}"
+        );
+        assert_no_tick_lost(&name, &got, Duration::from_millis(2_500));
+        watch.stop().await;
+    }
+}
+
 /// The ticks that the node with `app_id` published and that arrived after `since`.
 fn published_by_since<'a>(got: &'a [Got], app_id: &str, since: Instant) -> Vec<&'a Got> {
     got.iter()
@@ -363,18 +383,9 @@ async fn a_stopped_leader_publishes_nothing_when_it_wakes() {
     cluster.cont(leader);
     let woke = Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let old_app_id = format!("tickd-node-{leader}");
-    for (name, watch) in watches {
-        let got = watch.got();
-        let late_from_old =
-            published_by_since(&got, &old_app_id, woke + Duration::from_millis(200));
-        assert!(
-            late_from_old.is_empty(),
-            "{name}: the woken leader published {late_from_old:?}"
-        );
-        assert_no_tick_lost(&name, &got, Duration::from_millis(2_500));
-        watch.stop().await;
-    }
+    // Anything the old leader publishes after waking would be new: its lease is long gone.
+    assert_old_leader_silent_and_nothing_lost(watches, leader, woke + Duration::from_millis(200))
+        .await;
 }
 
 #[tokio::test]
@@ -488,17 +499,7 @@ async fn an_isolated_leader_is_replaced_and_publishes_nothing_once_its_lease_is_
     tokio::time::sleep(Duration::from_secs(4)).await;
     cluster.heal_links();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let old_app_id = format!("tickd-node-{leader}");
-    for (name, watch) in watches {
-        let got = watch.got();
-        // The lease (350 ms) runs out before anyone else can be elected; allow for delivery.
-        let from_old =
-            published_by_since(&got, &old_app_id, isolated_at + Duration::from_millis(600));
-        assert!(
-            from_old.is_empty(),
-            "{name}: the isolated leader published {from_old:?}"
-        );
-        assert_no_tick_lost(&name, &got, Duration::from_millis(2_500));
-        watch.stop().await;
-    }
+    // The lease (350 ms) runs out before anyone else can be elected; allow for delivery.
+    let silent_from = isolated_at + Duration::from_millis(600);
+    assert_old_leader_silent_and_nothing_lost(watches, leader, silent_from).await;
 }

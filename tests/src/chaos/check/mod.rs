@@ -77,3 +77,23 @@ pub(crate) fn describe_result(result: &OpResult) -> String {
         OpResult::Indeterminate(why) => format!("indeterminate ({why})"),
     }
 }
+
+/// Test support: asserts a checker's verdict on one table case.
+#[cfg(test)]
+pub(crate) fn assert_verdict(
+    what: &str,
+    violations: &[crate::chaos::history::Violation],
+    checker: &str,
+    expected: usize,
+    mentions: &str,
+) {
+    assert_eq!(violations.len(), expected, "{what}: {violations:#?}");
+    for violation in violations {
+        assert_eq!(violation.checker, checker);
+        assert!(
+            violation.detail.contains(mentions),
+            "{what}: {:?} should mention {mentions:?}",
+            violation.detail
+        );
+    }
+}
