@@ -8,6 +8,7 @@
 
 use axum::body::Body;
 use axum::extract::Request;
+use axum::extract::rejection::JsonRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -44,6 +45,11 @@ impl ApiError {
     /// 400: the request is invalid; the message says how.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 409: the request conflicts with the cluster's state; nothing changed.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, message)
     }
 
     /// 404: the thing named does not exist.
@@ -88,6 +94,44 @@ impl IntoResponse for ApiError {
         }
         response.extensions_mut().insert(ErrorMessage(self.message));
         response
+    }
+}
+
+/// What a route's JSON body must look like, so that a body axum rejects gets a message that
+/// says what to send.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyShape {
+    /// What the body is, in words ("registration").
+    pub what: &'static str,
+    /// A minimal valid body.
+    pub example: &'static str,
+    /// The route's body limit in bytes.
+    pub limit_bytes: usize,
+}
+
+impl BodyShape {
+    /// Maps axum's JSON rejections onto SPEC §2: 415 when the body is not declared as JSON,
+    /// 413 when it is too large, 400 for anything malformed (axum says 422 for a wrong type).
+    pub fn reject(&self, rejection: JsonRejection) -> ApiError {
+        match rejection.status() {
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be JSON, sent with `Content-Type: application/json`",
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the body is larger than the {} KiB limit",
+                    self.limit_bytes / 1024
+                ),
+            ),
+            _ => ApiError::bad_request(format!(
+                "the body is not a valid {} ({}); send {}",
+                self.what,
+                rejection.body_text(),
+                self.example
+            )),
+        }
     }
 }
 

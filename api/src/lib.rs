@@ -6,27 +6,35 @@
 //! 1. [`error::json_errors`] (outermost) renders every error, including axum's own 404, 405,
 //!    413 and 415, in the JSON shape of SPEC §2.
 //! 2. A 64 KiB body limit, enforced before any parsing.
-//! 3. [`auth::require_token`] on everything under `/api/v1` (not on health).
-//! 4. The route's handler, which talks to the cluster only through [`tickd_raft::Replica`]:
+//! 3. [`telemetry::observe`]: the request's span, and its count and latency by route.
+//! 4. [`auth::require_token`] on everything under `/api/v1` (not on health), including the
+//!    admin routes: membership changes (`/api/v1/cluster/nodes`), `/api/v1/backup` and
+//!    `/api/v1/restore` (the one route with a larger body limit, see
+//!    [`routes::backup::MAX_RESTORE_BYTES`]); and on `/metrics` unless the cluster file turns
+//!    that off.
+//! 5. The route's handler, which talks to the cluster only through [`tickd_raft::Replica`]:
 //!    writes are proposed (and forwarded to the leader when needed), reads are linearized
 //!    first and then served from this node's applied state.
 //!
 //! Nothing here knows about RocksDB or openraft's storage; this crate sees the cluster as
-//! "propose a command, read the registry".
+//! "propose a command, read the registry". Nor does it know the metrics exporter: `/metrics`
+//! serves whatever the binary's [`RenderMetrics`] returns.
 
 pub mod auth;
+pub mod backup;
 mod base_url;
 pub mod channels;
 pub mod error;
 mod ids;
 pub mod polls;
 pub mod routes;
+pub mod telemetry;
 mod view;
 
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Router, middleware};
 use tickd_raft::Replica;
 
@@ -49,7 +57,13 @@ pub struct AppState {
     pub queues: Option<Arc<dyn QueueDeclarer>>,
     /// Polls that found nothing, reported in batches.
     pub polls: PollTracker,
+    /// Renders this node's metrics for `GET /metrics`.
+    pub metrics: RenderMetrics,
 }
+
+/// Renders this node's metrics in the Prometheus text format. Supplied by the binary, which
+/// installs the recorder, so that the API depends on the `metrics` facade alone.
+pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Settings of the API, fixed at start-up.
 #[derive(Clone, Debug)]
@@ -64,6 +78,9 @@ pub struct ApiConfig {
     pub rabbit_uri: Option<String>,
     /// The most clocks the cluster may hold.
     pub max_clocks: u64,
+    /// Whether `GET /metrics` needs the access token, like the API (the default), or is open
+    /// to any scraper that can reach the API address.
+    pub metrics_require_token: bool,
 }
 
 /// The router of a node's API address.
@@ -72,28 +89,50 @@ pub fn router(
     config: ApiConfig,
     queues: Option<Arc<dyn QueueDeclarer>>,
     polls: PollTracker,
+    metrics: RenderMetrics,
 ) -> Router {
     let token = config.token.clone();
+    let metrics_route = Router::new().route("/metrics", get(routes::metrics::metrics));
+    let (open, token_only) = if config.metrics_require_token {
+        (Router::new(), metrics_route)
+    } else {
+        (metrics_route, Router::new())
+    };
     let state = AppState {
         replica,
         config: Arc::new(config),
         queues,
         polls,
+        metrics,
     };
     let protected = Router::new()
         .route("/api/v1/cluster", get(routes::cluster::cluster))
+        .route("/api/v1/cluster/nodes", post(routes::cluster::add_node))
+        .route(
+            "/api/v1/cluster/nodes/{id}",
+            delete(routes::cluster::remove_node),
+        )
+        .route("/api/v1/backup", get(routes::backup::backup))
+        .route(
+            "/api/v1/restore",
+            post(routes::backup::restore)
+                .layer(DefaultBodyLimit::max(routes::backup::MAX_RESTORE_BYTES)),
+        )
         .route(
             "/api/v1/clocks",
             get(routes::clocks::list).post(routes::clocks::register),
         )
         .route("/api/v1/clocks/{id}", get(routes::clocks::get))
         .route("/api/v1/clocks/{id}/{action}", put(routes::clocks::act))
+        .merge(token_only)
         .layer(middleware::from_fn_with_state(token, auth::require_token));
     Router::new()
         .route("/mgmt/health", get(routes::health::health))
         .route("/api/v1/queues/{queue_id}/pop", get(routes::queues::pop))
+        .merge(open)
         .merge(protected)
         .fallback(unknown_path)
+        .layer(middleware::from_fn(telemetry::observe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(error::json_errors))
         .with_state(state)

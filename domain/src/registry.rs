@@ -8,7 +8,7 @@
 //! deterministic result, an [`Outcome`], never an error that could make
 //! replicas diverge.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -98,6 +98,41 @@ pub enum Command {
         /// The clocks the leader found abandoned.
         clocks: Vec<ClockId>,
     },
+    /// Seed a cluster that has no clocks from a backup (`tickd restore`): the clocks with
+    /// their ids, statuses and channels, and their undelivered ticks.
+    ///
+    /// Refused when the registry holds any clock, so that a restore can never overwrite live
+    /// state. Ticks that fell due between the backup and the restore are not replayed: the
+    /// restored clocks continue at their next instant after the later of the two watermarks.
+    Restore {
+        /// The backed-up registry.
+        snapshot: RegistrySnapshot,
+        /// The proposer's clock: every restored clock counts as consumed now, so that the
+        /// leader does not purge clocks whose consumers have not reconnected yet.
+        now_ms: u64,
+        /// The cluster's clock limit at proposal time, as for `Register`.
+        max_clocks: u64,
+    },
+}
+
+impl Command {
+    /// The command's name, for log lines, spans and metric labels: it names what a command
+    /// does without carrying its contents (a registration's channel holds an http queue id,
+    /// which is a consumer's capability and must not reach a log).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Command::Register { .. } => "register",
+            Command::Pause { .. } => "pause",
+            Command::Resume { .. } => "resume",
+            Command::Tick { .. } => "tick",
+            Command::Intend(_) => "intend",
+            Command::Confirm { .. } => "confirm",
+            Command::Pop { .. } => "pop",
+            Command::Touch { .. } => "touch",
+            Command::Purge { .. } => "purge",
+            Command::Restore { .. } => "restore",
+        }
+    }
 }
 
 /// The result of applying a [`Command`], identical on every replica; the node
@@ -147,6 +182,16 @@ pub enum Outcome {
     Purged {
         /// Their ids.
         clocks: Vec<ClockId>,
+    },
+    /// A restore seeded the registry with this many clocks.
+    Restored {
+        /// The number of clocks restored.
+        clocks: u64,
+    },
+    /// A restore was refused because the registry already holds clocks; nothing changed.
+    NotEmpty {
+        /// How many clocks it holds.
+        clocks: u64,
     },
 }
 
@@ -269,9 +314,50 @@ impl Registry {
                 Outcome::Touched
             }
             Command::Purge { clocks } => Outcome::Purged {
-                clocks: clocks.into_iter().filter(|id| self.purge(id)).collect(),
+                clocks: self.purge(clocks),
             },
+            Command::Restore {
+                snapshot,
+                now_ms,
+                max_clocks,
+            } => self.restore(snapshot, now_ms, max_clocks),
         }
+    }
+
+    /// Replaces a registry without clocks by a backed-up one; see [`Command::Restore`].
+    fn restore(&mut self, snapshot: RegistrySnapshot, now_ms: u64, max_clocks: u64) -> Outcome {
+        if !self.is_empty() {
+            return Outcome::NotEmpty {
+                clocks: u64::try_from(self.len()).unwrap_or(u64::MAX),
+            };
+        }
+        if u64::try_from(snapshot.clocks.len()).unwrap_or(u64::MAX) > max_clocks {
+            return Outcome::LimitReached { max_clocks };
+        }
+        let mut restored = match Registry::try_from(snapshot) {
+            Ok(restored) => restored,
+            Err(error) => {
+                return Outcome::Rejected {
+                    reason: error.to_string(),
+                };
+            }
+        };
+        let ledger = &mut restored.ledger;
+        // The later watermark wins: instants this cluster's leader already intended (with no
+        // clocks to file them for) are not filed again, so no restored clock ticks twice for
+        // one instant and the gap since the backup is skipped rather than replayed.
+        ledger.intended_through_ms = ledger
+            .intended_through_ms
+            .max(self.ledger.intended_through_ms);
+        // Manual tick ids stay unique across both histories.
+        ledger.manual_sequence = ledger.manual_sequence.max(self.ledger.manual_sequence);
+        ledger.counters.absorb(&self.ledger.counters);
+        for cursor in ledger.cursors.values_mut() {
+            cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+        }
+        let clocks = u64::try_from(restored.len()).unwrap_or(u64::MAX);
+        *self = restored;
+        Outcome::Restored { clocks }
     }
 
     /// Joins the clock of the pair, or creates it if the name is valid, the
@@ -431,27 +517,33 @@ impl Registry {
         filed
     }
 
-    /// Removes an active clock and everything filed for it; `false` if it is unknown or
-    /// paused (paused clocks are kept).
-    fn purge(&mut self, id: &ClockId) -> bool {
-        let Some(clock) = self.clocks.get(id) else {
-            return false;
-        };
-        if clock.status == ClockStatus::Paused {
-            return false;
-        }
-        let clock = clock.clone();
-        self.by_pair.remove(&pair_of(&clock));
-        let queue = match &clock.channel {
-            Channel::Http { queue_id } => {
-                self.by_queue.remove(queue_id);
-                Some(queue_id)
+    /// Removes the active clocks among `ids` and everything filed for them; unknown and
+    /// paused clocks are kept. Returns the ids removed.
+    ///
+    /// The outbox is scanned once for the whole batch: the leader purges every clock whose
+    /// queue expired in one command, and a pass per clock would cost clocks × outbox.
+    fn purge(&mut self, ids: Vec<ClockId>) -> Vec<ClockId> {
+        let mut purged = Vec::new();
+        let mut queues = Vec::new();
+        for id in ids {
+            let Some(clock) = self.clocks.get(&id) else {
+                continue;
+            };
+            if clock.status == ClockStatus::Paused {
+                continue;
             }
-            Channel::Rabbit { .. } => None,
-        };
-        self.ledger.forget(id, queue);
-        self.clocks.remove(id);
-        true
+            let pair = pair_of(clock);
+            if let Channel::Http { queue_id } = &clock.channel {
+                self.by_queue.remove(queue_id);
+                queues.push(queue_id.clone());
+            }
+            self.by_pair.remove(&pair);
+            self.clocks.remove(&id);
+            purged.push(id);
+        }
+        let forgotten: HashSet<&ClockId> = purged.iter().collect();
+        self.ledger.forget(&forgotten, &queues);
+        purged
     }
 
     /// Stores a clock and indexes it; the caller has checked that neither its
@@ -1181,5 +1273,85 @@ mod tests {
             ["ra-1000", "ra-2000", "ra-m0", "ra-3000"]
         );
         Ok(())
+    }
+
+    fn restore(snapshot: RegistrySnapshot, now_ms: u64) -> Command {
+        Command::Restore {
+            snapshot,
+            now_ms,
+            max_clocks: NO_LIMIT,
+        }
+    }
+
+    /// A backed-up registry: one paused http clock, one active RabbitMQ clock with filed ticks.
+    fn backed_up() -> Registry {
+        let mut source = Registry::new();
+        create(&mut source, "h", "every.1.seconds", "hc");
+        source.apply(Command::Pause {
+            id: id("hc"),
+            now_ms: 100,
+        });
+        source.apply(rabbit("a", "every.1.seconds", "ra", 0));
+        source.apply(intent(3_000, 2_500));
+        source
+    }
+
+    #[test]
+    fn restore_seeds_an_empty_registry_with_ids_statuses_and_queues() {
+        let source = backed_up();
+        let mut target = Registry::new();
+        target.apply(intent(50_000, 49_500));
+        let outcome = target.apply(restore(source.clone().into(), 50_000));
+        assert_eq!(outcome, Outcome::Restored { clocks: 2 });
+        for clock in source.clocks() {
+            assert_eq!(target.get(&clock.id), Some(clock));
+        }
+        let queue = QueueId::new("queue-hc".to_owned());
+        assert_eq!(
+            target.clock_of_queue(&queue).map(|c| c.id.clone()),
+            Some(id("hc"))
+        );
+        assert_eq!(outbox_ids(&target), outbox_ids(&source));
+        // The later watermark wins, and restored clocks count as consumed at restore time.
+        assert_eq!(target.ledger().intended_through_ms, 50_000);
+        assert!(
+            target
+                .ledger()
+                .cursors
+                .values()
+                .all(|cursor| cursor.last_activity_ms == 50_000)
+        );
+    }
+
+    #[test]
+    fn restore_refuses_a_registry_with_clocks_and_changes_nothing() {
+        let mut target = Registry::new();
+        create(&mut target, "live", "every.5.seconds", "live");
+        let before = target.clone();
+        let outcome = target.apply(restore(backed_up().into(), 0));
+        assert_eq!(outcome, Outcome::NotEmpty { clocks: 1 });
+        assert_eq!(target, before);
+    }
+
+    #[test]
+    fn restore_refuses_a_corrupt_or_oversized_backup() {
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        let mut target = Registry::new();
+        let limited = Command::Restore {
+            snapshot: snapshot.clone(),
+            now_ms: 0,
+            max_clocks: 1,
+        };
+        assert_eq!(
+            target.apply(limited),
+            Outcome::LimitReached { max_clocks: 1 }
+        );
+        let twin = snapshot.clocks[0].clone();
+        snapshot.clocks.push(twin);
+        assert!(matches!(
+            target.apply(restore(snapshot, 0)),
+            Outcome::Rejected { .. }
+        ));
+        assert!(target.is_empty());
     }
 }

@@ -23,7 +23,7 @@
 //! intent coalesces each clock's overdue outbox ticks into the newest, so at most
 //! catch-up / interval + 1 scheduled ticks per clock wait for the broker.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -167,6 +167,17 @@ pub struct TickCounters {
     pub coalesced: u64,
     /// Ticks dropped from full http queues.
     pub dropped: u64,
+}
+
+impl TickCounters {
+    /// Adds another history's totals to these (a restore joins the backup's history to the
+    /// restoring cluster's).
+    pub fn absorb(&mut self, other: &TickCounters) {
+        self.filed = self.filed.saturating_add(other.filed);
+        self.late = self.late.saturating_add(other.late);
+        self.coalesced = self.coalesced.saturating_add(other.coalesced);
+        self.dropped = self.dropped.saturating_add(other.dropped);
+    }
 }
 
 /// Per-clock bookkeeping of the ledger.
@@ -328,14 +339,20 @@ impl TickLedger {
         coalesced
     }
 
-    /// Forgets everything about a clock (on purge).
-    pub fn forget(&mut self, clock: &ClockId, queue: Option<&QueueId>) {
-        self.cursors.remove(clock);
-        if let Some(queue) = queue {
+    /// Forgets everything about purged clocks and their http queues, in one pass over the
+    /// outbox.
+    pub fn forget(&mut self, clocks: &HashSet<&ClockId>, queues: &[QueueId]) {
+        if clocks.is_empty() {
+            return;
+        }
+        for clock in clocks {
+            self.cursors.remove(*clock);
+        }
+        for queue in queues {
             self.queues.remove(queue);
             self.last_pops.remove(queue);
         }
-        self.outbox.retain(|_, tick| &tick.clock != clock);
+        self.outbox.retain(|_, tick| !clocks.contains(&tick.clock));
     }
 }
 

@@ -6,10 +6,9 @@
 //! until the earliest unpublished tick and publishes everything due then. No task per clock.
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use futures::stream::{FuturesUnordered, StreamExt};
 use openraft::ServerState;
 use tickd_domain::{Channel, ClockId, ClockStatus, Command, Intent, TickId};
@@ -17,10 +16,11 @@ use tickd_raft::{Raft, Replica, wall_clock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval, sleep_until};
+use tracing::{Instrument, Span, field};
 
 use crate::lease::Lease;
 use crate::rabbit::{Broker, RECONNECT_PAUSE};
-use crate::{Counters, EngineConfig};
+use crate::{EngineConfig, telemetry};
 
 /// How far ahead of the clock intents are committed: several commit latencies, so that the
 /// publish at an instant never waits for consensus.
@@ -42,7 +42,6 @@ pub async fn run(
     replica: Replica,
     broker: Option<Broker>,
     config: EngineConfig,
-    counters: Arc<Counters>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut metrics = replica.raft().metrics();
@@ -53,7 +52,7 @@ pub async fn run(
         };
         if let Some(term) = leading {
             tracing::info!(term, "leading: firing ticks");
-            let duties = Duties::new(&replica, broker.clone(), config.clone(), counters.clone());
+            let duties = Duties::new(&replica, broker.clone(), config.clone());
             if duties.run(term, &mut stop).await == Exit::Stop {
                 return;
             }
@@ -78,7 +77,6 @@ struct Duties<'a> {
     raft: Raft,
     broker: Option<Broker>,
     config: EngineConfig,
-    counters: Arc<Counters>,
     lease: Lease,
     /// Outbox ticks handed to the broker by this leader and still in the outbox: either
     /// awaiting the broker's confirmation or awaiting the `Confirm` command that removes them.
@@ -88,8 +86,10 @@ struct Duties<'a> {
     abandoned: BTreeSet<ClockId>,
     /// Confirmed ticks waiting for the next `Confirm` command.
     confirmed: Vec<OutboxKey>,
-    /// Outbox ticks that existed when this leader took over: publishing one is a
-    /// re-delivery after failover.
+    /// Outbox ticks that were already due when this leader took over: the previous leader may
+    /// have published them without its confirmation being committed, so publishing one is
+    /// counted as a re-delivery after failover. Ticks filed ahead of their instant are not
+    /// here: no leader publishes a tick before its instant.
     inherited: BTreeSet<OutboxKey>,
     /// The proposal of the last intent, so that at most one is in flight.
     intent_in_flight: Option<JoinHandle<()>>,
@@ -101,8 +101,8 @@ struct Duties<'a> {
 /// What the broker said about one published tick.
 #[derive(Debug)]
 enum Settled {
-    /// Stored in the clock's queue.
-    Delivered,
+    /// Stored in the clock's queue, confirmed this long after the publish.
+    Delivered(Duration),
     /// Returned: the clock's queue no longer exists.
     Unroutable(ClockId),
     /// Refused (a nack) or the confirmation was lost.
@@ -113,12 +113,8 @@ type Confirming =
     FuturesUnordered<std::pin::Pin<Box<dyn Future<Output = (OutboxKey, Settled)> + Send>>>;
 
 impl<'a> Duties<'a> {
-    fn new(
-        replica: &'a Replica,
-        broker: Option<Broker>,
-        config: EngineConfig,
-        counters: Arc<Counters>,
-    ) -> Self {
+    fn new(replica: &'a Replica, broker: Option<Broker>, config: EngineConfig) -> Self {
+        let now = wall_clock::now_ms();
         let inherited = replica
             .state()
             .read()
@@ -126,6 +122,7 @@ impl<'a> Duties<'a> {
             .ledger()
             .outbox
             .keys()
+            .take_while(|(due_at, _)| *due_at <= now)
             .cloned()
             .collect();
         Self {
@@ -133,7 +130,6 @@ impl<'a> Duties<'a> {
             raft: replica.raft().clone(),
             broker,
             config,
-            counters,
             lease: Lease::default(),
             in_flight: HashSet::new(),
             abandoned: BTreeSet::new(),
@@ -154,6 +150,9 @@ impl<'a> Duties<'a> {
         let mut purges = interval(self.config.purge_every());
         let mut confirming = Confirming::new();
         self.lease.renew(&self.raft).await;
+        // When to publish next. Finding it scans the outbox past the ticks in flight, so it is
+        // recomputed only when that can change it: an applied entry, a publish, a failure.
+        let mut wake_at: Option<Instant> = None;
         loop {
             {
                 let current = metrics.borrow_and_update();
@@ -161,18 +160,41 @@ impl<'a> Duties<'a> {
                     return Exit::LostLeadership;
                 }
             }
-            let wake_at = self.next_publish_at();
+            let wake = *wake_at.get_or_insert_with(|| self.next_publish_at());
             tokio::select! {
                 _ = stop.changed() => return Exit::Stop,
-                _ = metrics.changed() => {}
+                _ = metrics.changed() => wake_at = None,
                 _ = intents.tick() => self.propose_intent(),
                 _ = renewals.tick() => { self.lease.renew(&self.raft).await; }
-                _ = sleep_until(wake_at) => self.publish_due(&mut confirming).await,
-                Some((key, confirmed)) = confirming.next() => self.settle(key, confirmed),
+                _ = sleep_until(wake) => {
+                    self.publish_due(&mut confirming).await;
+                    wake_at = None;
+                }
+                Some((key, settled)) = confirming.next() => {
+                    if self.settle_ready(key, settled, &mut confirming) {
+                        wake_at = None;
+                    }
+                }
                 _ = confirms.tick() => self.propose_confirms(),
                 _ = purges.tick() => self.purge_abandoned(),
             }
         }
+    }
+
+    /// Settles one confirmation and every other one that is ready: a burst of ten thousand
+    /// confirmations costs one pass of the loop, not ten thousand. Says whether a tick must
+    /// be published again.
+    fn settle_ready(
+        &mut self,
+        key: OutboxKey,
+        settled: Settled,
+        confirming: &mut Confirming,
+    ) -> bool {
+        let mut republish = self.settle(key, settled);
+        while let Some(Some((key, settled))) = confirming.next().now_or_never() {
+            republish |= self.settle(key, settled);
+        }
+        republish
     }
 
     /// When the earliest unpublished outbox tick falls due (soon, if one is due already).
@@ -215,17 +237,28 @@ impl<'a> Duties<'a> {
             queue_limit: self.config.http_queue_limit,
         };
         let raft = self.raft.clone();
-        let counters = self.counters.clone();
-        self.intent_in_flight = Some(tokio::spawn(async move {
-            match raft.client_write(Command::Intend(intent)).await {
-                Ok(written) => {
-                    if let Some(tickd_domain::Outcome::Filed(filed)) = written.data.outcome {
-                        counters.record_filed(&filed);
+        let span = tracing::debug_span!(
+            "intent",
+            through_ms = intent.through_ms,
+            index = field::Empty,
+            filed = field::Empty,
+        );
+        self.intent_in_flight = Some(tokio::spawn(
+            async move {
+                match raft.client_write(Command::Intend(intent)).await {
+                    Ok(written) => {
+                        Span::current().record("index", written.log_id.index);
+                        if let Some(tickd_domain::Outcome::Filed(filed)) = written.data.outcome {
+                            Span::current().record("filed", filed.ticks);
+                            telemetry::record_filed(&filed);
+                            tracing::debug!(late = filed.late, "intent committed");
+                        }
                     }
+                    Err(error) => tracing::debug!(%error, "intent not committed"),
                 }
-                Err(error) => tracing::debug!(%error, "intent not committed"),
             }
-        }));
+            .instrument(span),
+        ));
     }
 
     /// Publishes every outbox tick that is due and not in flight, if the lease holds.
@@ -234,6 +267,8 @@ impl<'a> Duties<'a> {
             return;
         };
         if !self.lease.holds() {
+            // Look again once the lease has had a chance to be renewed, not in a busy loop.
+            self.publish_paused_until = Some(Instant::now() + LEASE_RENEW_EVERY);
             return;
         }
         let now = wall_clock::now_ms();
@@ -256,54 +291,88 @@ impl<'a> Duties<'a> {
                 })
                 .collect()
         };
+        let mut deliverable = Vec::with_capacity(due.len());
         for (key, tick, queue) in due {
-            let Some(queue) = queue else {
+            match queue {
+                Some(queue) => deliverable.push((key, tick, queue)),
                 // The clock is gone: nothing to deliver to.
-                self.confirmed.push(key);
-                continue;
-            };
-            match broker.publish(&queue, &tick).await {
-                Ok(confirmation) => {
-                    self.in_flight.insert(key.clone());
-                    if self.inherited.remove(&key) {
-                        self.counters.redelivered.fetch_add(1, Ordering::Relaxed);
-                    }
-                    let lateness = now.saturating_sub(tick.due_at_ms);
-                    self.counters.record_publish_lateness(lateness);
-                    let clock = tick.clock.clone();
-                    confirming.push(Box::pin(async move {
-                        let settled = match confirmation.await {
-                            Ok(lapin::Confirmation::Ack(None)) => Settled::Delivered,
-                            Ok(lapin::Confirmation::Ack(Some(_))) => Settled::Unroutable(clock),
-                            Ok(other) => Settled::Failed(format!("{other:?}")),
-                            Err(error) => Settled::Failed(error.to_string()),
-                        };
-                        (key, settled)
-                    }));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "RabbitMQ publish failed; the tick stays in the outbox");
-                    self.publish_paused_until = Some(Instant::now() + RECONNECT_PAUSE);
-                    return;
-                }
+                None => self.confirmed.push(key),
             }
+        }
+        if deliverable.is_empty() {
+            return;
+        }
+        let burst: Vec<(&str, &tickd_domain::Tick)> = deliverable
+            .iter()
+            .map(|(_, tick, queue)| (queue.as_str(), tick))
+            .collect();
+        let published_at = Instant::now();
+        let confirmations = match broker.publish(&burst).await {
+            Ok(confirmations) => confirmations,
+            Err(error) => {
+                telemetry::record_publish_failure();
+                tracing::warn!(%error, "RabbitMQ publish failed; the ticks stay in the outbox");
+                self.publish_paused_until = Some(Instant::now() + RECONNECT_PAUSE);
+                return;
+            }
+        };
+        for ((key, tick, _), confirmation) in deliverable.into_iter().zip(confirmations) {
+            self.in_flight.insert(key.clone());
+            let redelivery = self.inherited.remove(&key);
+            if redelivery {
+                telemetry::record_redelivered();
+            }
+            let lateness_ms = now.saturating_sub(tick.due_at_ms);
+            telemetry::record_published(Duration::from_millis(lateness_ms));
+            // One span per tick, open until the broker settles it: a tick's line in the log
+            // carries its id, its clock and how late it went out.
+            let span = tracing::debug_span!(
+                "tick",
+                tick = %tick.id,
+                clock = %tick.clock,
+                due_at_ms = tick.due_at_ms,
+                lateness_ms,
+                redelivery,
+            );
+            let clock = tick.clock;
+            confirming.push(Box::pin(
+                async move {
+                    let settled = match confirmation.await {
+                        Ok(lapin::Confirmation::Ack(None)) => {
+                            Settled::Delivered(published_at.elapsed())
+                        }
+                        Ok(lapin::Confirmation::Ack(Some(_))) => Settled::Unroutable(clock),
+                        Ok(other) => Settled::Failed(format!("{other:?}")),
+                        Err(error) => Settled::Failed(error.to_string()),
+                    };
+                    tracing::debug!(?settled, "the broker settled the tick");
+                    (key, settled)
+                }
+                .instrument(span),
+            ));
         }
     }
 
-    fn settle(&mut self, key: OutboxKey, settled: Settled) {
+    /// Records what the broker said about one tick; true if it must be published again.
+    fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
         match settled {
-            Settled::Delivered => {
-                self.counters.delivered.fetch_add(1, Ordering::Relaxed);
+            Settled::Delivered(after) => {
+                telemetry::record_delivered(after);
                 self.confirmed.push(key);
+                false
             }
             Settled::Unroutable(clock) => {
                 // Nobody can receive it: the tick is done, and the clock is abandoned.
+                telemetry::record_unroutable();
                 self.confirmed.push(key);
                 self.abandoned.insert(clock);
+                false
             }
             Settled::Failed(reason) => {
+                telemetry::record_publish_failure();
                 tracing::warn!(tick = %key.1, %reason, "a tick was not confirmed; it will be published again");
                 self.in_flight.remove(&key);
+                true
             }
         }
     }
@@ -320,12 +389,22 @@ impl<'a> Duties<'a> {
         }
         let ticks = std::mem::take(&mut self.confirmed);
         let raft = self.raft.clone();
-        tokio::spawn(async move {
-            if let Err(error) = raft.client_write(Command::Confirm { ticks }).await {
-                // The ticks stay in the outbox and will be published again with the same ids.
-                tracing::debug!(%error, "confirmation not committed");
+        // The last step of a tick: the entry that takes it out of the outbox for good.
+        let span = tracing::debug_span!("ack", ticks = ticks.len(), index = field::Empty);
+        tokio::spawn(
+            async move {
+                match raft.client_write(Command::Confirm { ticks }).await {
+                    Ok(written) => {
+                        Span::current().record("index", written.log_id.index);
+                        tracing::debug!("confirmed ticks left the outbox");
+                    }
+                    // The ticks stay in the outbox and will be published again with the same
+                    // ids.
+                    Err(error) => tracing::debug!(%error, "confirmation not committed"),
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 
     /// Proposes the removal of active clocks nobody consumes (SPEC §6): http clocks not

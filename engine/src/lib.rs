@@ -21,12 +21,20 @@
 //! Below: `tickd-raft` (the `Replica` to propose and read through) and `tickd-domain` (the
 //! ledger). lapin is known only to [`rabbit`]. The `tickd` binary starts [`run`] on every
 //! node; it acts only while the node leads.
+//!
+//! # What operators see
+//!
+//! [`telemetry`] counts filed, late, coalesced, published, delivered and re-delivered ticks
+//! through the `metrics` facade; the binary decides where they go. Each tick's way through
+//! the leader is a `tracing` span: `intent` (the log index that filed it), then one `tick`
+//! span per publish that also covers the broker's confirmation, then `ack` (the `Confirm`
+//! entry that removed it from the outbox).
 
 pub mod duties;
 pub mod lease;
 pub mod rabbit;
+pub mod telemetry;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use duties::run;
@@ -57,38 +65,5 @@ impl EngineConfig {
     /// quarter TTL late.
     fn purge_every(&self) -> Duration {
         (self.clock_ttl / 4).max(Duration::from_millis(250))
-    }
-}
-
-/// What this node's engine did while leading, for operators.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Ticks filed by intents this node proposed.
-    pub filed: AtomicU64,
-    /// Of those, filed after their instant.
-    pub late: AtomicU64,
-    /// Missed ticks coalesced away.
-    pub coalesced: AtomicU64,
-    /// Ticks dropped from full http queues.
-    pub dropped: AtomicU64,
-    /// RabbitMQ ticks confirmed by the broker.
-    pub delivered: AtomicU64,
-    /// Ticks inherited from a previous leader and published again.
-    pub redelivered: AtomicU64,
-    /// The worst lateness at publish time, in milliseconds.
-    pub max_publish_lateness_ms: AtomicU64,
-}
-
-impl Counters {
-    fn record_filed(&self, filed: &tickd_domain::Filed) {
-        self.filed.fetch_add(filed.ticks, Ordering::Relaxed);
-        self.late.fetch_add(filed.late, Ordering::Relaxed);
-        self.coalesced.fetch_add(filed.coalesced, Ordering::Relaxed);
-        self.dropped.fetch_add(filed.dropped, Ordering::Relaxed);
-    }
-
-    fn record_publish_lateness(&self, lateness_ms: u64) {
-        self.max_publish_lateness_ms
-            .fetch_max(lateness_ms, Ordering::Relaxed);
     }
 }

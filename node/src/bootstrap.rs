@@ -6,6 +6,12 @@
 //! that finds a peer already initialised does nothing and lets the leader replicate to it,
 //! which is also how a node with a wiped data directory rejoins. A node with existing data
 //! never initialises again.
+//!
+//! A node marked `join = true` in the cluster file is not a founding member: it never
+//! initialises and is not counted in the majority above. It serves its Raft address and waits
+//! until an operator adds it to the running cluster (`tickd cluster add-node`), after which the
+//! leader replicates the log (or a snapshot) to it. This is how a cluster grows and how a dead
+//! node is replaced by a fresh one.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,8 +26,19 @@ const POLL_INTERVAL: Duration = Duration::from_millis(300);
 /// How long one peer may take to answer a poll.
 const POLL_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Runs until the cluster is formed from this node's point of view.
-pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>) {
+/// Runs until the cluster is formed from this node's point of view. A joining node only says
+/// how to add it.
+pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>, join: bool) {
+    if join {
+        if let Ok(false) = replica.raft().is_initialized().await {
+            tracing::info!(
+                node = replica.id(),
+                "waiting to be added to the running cluster: run `tickd cluster add-node` \
+                 with this node's id and addresses against any member"
+            );
+        }
+        return;
+    }
     let mut announced = false;
     loop {
         match replica.raft().is_initialized().await {

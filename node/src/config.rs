@@ -39,6 +39,7 @@ struct ClusterFile {
     clock_ttl_ms: Option<u64>,
     catch_up_ms: Option<u64>,
     http_queue_limit: Option<u64>,
+    metrics_require_token: Option<bool>,
     #[serde(default)]
     node: Vec<NodeEntry>,
 }
@@ -51,6 +52,8 @@ struct NodeEntry {
     raft: String,
     data_dir: PathBuf,
     public_url: Option<String>,
+    #[serde(default)]
+    join: bool,
     #[serde(default)]
     dial: BTreeMap<String, String>,
 }
@@ -68,8 +71,12 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// The externally visible base URL, when links must not be derived from the request.
     pub public_url: Option<String>,
-    /// Every member of the cluster, this node included.
+    /// The founding members: the nodes of the file without `join = true`, which form the
+    /// cluster by themselves. This node is among them unless it joins.
     pub members: BTreeMap<NodeId, NodeAddr>,
+    /// Whether this node joins a running cluster (`join = true`): it never initialises one,
+    /// and waits for an operator to add it (`tickd cluster add-node`).
+    pub join: bool,
     /// Per peer, the address this node dials instead of the peer's advertised Raft address.
     pub dial: BTreeMap<NodeId, String>,
     /// The configured API token; `None` means "from the environment or generated".
@@ -84,6 +91,8 @@ pub struct NodeConfig {
     pub max_clocks: u64,
     /// How long a write may wait for a leader.
     pub forward_deadline: Duration,
+    /// Whether `GET /metrics` needs the access token.
+    pub metrics_require_token: bool,
     /// The tick engine's settings.
     pub engine: tickd_engine::EngineConfig,
 }
@@ -154,6 +163,7 @@ impl NodeConfig {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             public_url: None,
             members,
+            join: false,
             dial: BTreeMap::new(),
             token: None,
             secret: None,
@@ -161,6 +171,7 @@ impl NodeConfig {
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
             max_clocks: DEFAULT_MAX_CLOCKS,
             forward_deadline: DEFAULT_FORWARD_DEADLINE,
+            metrics_require_token: true,
             engine: default_engine(),
         }
     }
@@ -212,6 +223,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     let mut ids = HashSet::new();
     let mut addresses = HashSet::new();
     let mut members = BTreeMap::new();
+    let mut known = HashSet::new();
     for node in &file.node {
         if !ids.insert(node.id) {
             return Err(Problem::Invalid(format!(
@@ -230,13 +242,21 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
                 return Err(Problem::Invalid(format!("address {address} is used twice")));
             }
         }
-        members.insert(
-            node.id,
-            NodeAddr {
-                api: node.api.clone(),
-                raft: node.raft.clone(),
-            },
-        );
+        known.insert(node.id);
+        if !node.join {
+            members.insert(
+                node.id,
+                NodeAddr {
+                    api: node.api.clone(),
+                    raft: node.raft.clone(),
+                },
+            );
+        }
+    }
+    if members.is_empty() {
+        return Err(Problem::Invalid(
+            "every [[node]] has `join = true`; the nodes that form the cluster must not".into(),
+        ));
     }
     let Some(me) = file.node.iter().find(|node| node.id == id) else {
         let known: Vec<String> = file.node.iter().map(|node| node.id.to_string()).collect();
@@ -245,11 +265,11 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     let invalid_address = |what: &str| Problem::Invalid(format!("node {id}: bad {what} address"));
     let mut dial = BTreeMap::new();
     for (peer, address) in &me.dial {
-        let known = peer
+        let listed = peer
             .parse::<NodeId>()
             .ok()
-            .filter(|peer| members.contains_key(peer));
-        let Some(peer) = known else {
+            .filter(|peer| known.contains(peer));
+        let Some(peer) = listed else {
             return Err(Problem::Invalid(format!(
                 "node {id}: `dial` names {peer:?}, which is not a node id of the file"
             )));
@@ -268,6 +288,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         data_dir: base.join(&me.data_dir),
         public_url: me.public_url.clone(),
         members,
+        join: me.join,
         dial,
         token: file.token,
         secret: Some(file.secret),
@@ -280,6 +301,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
             .forward_deadline_ms
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_FORWARD_DEADLINE),
+        metrics_require_token: file.metrics_require_token.unwrap_or(true),
         engine: tickd_engine::EngineConfig {
             clock_ttl: file
                 .clock_ttl_ms
@@ -335,6 +357,16 @@ mod tests {
             "relative to the file's directory"
         );
         assert_eq!(config.max_clocks, DEFAULT_MAX_CLOCKS);
+        assert!(
+            config.metrics_require_token,
+            "metrics need the token by default"
+        );
+        let open = load(
+            &THREE_NODES.replace("secret =", "metrics_require_token = false\nsecret ="),
+            1,
+        )
+        .expect("a valid file");
+        assert!(!open.metrics_require_token);
     }
 
     #[test]
@@ -375,6 +407,24 @@ mod tests {
         assert!(unknown.to_string().contains("not a node id"), "{unknown}");
         let bad = load(&with_dial("\"1\" = \"nowhere\""), 3).expect_err("bad address");
         assert!(bad.to_string().contains("not an ip:port"), "{bad}");
+    }
+
+    #[test]
+    fn joining_nodes_are_not_founding_members() {
+        let four = "\n[[node]]\nid = 4\napi = \"127.0.0.1:9646\"\nraft = \"127.0.0.1:9746\"\n\
+                    data_dir = \"data/node4\"\njoin = true\n";
+        let text = format!("{THREE_NODES}{four}");
+        let joiner = load(&text, 4).expect("node 4 may join");
+        assert!(joiner.join);
+        assert_eq!(
+            joiner.members.keys().copied().collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        let founder = load(&text, 1).expect("node 1 founds");
+        assert!(!founder.join && !founder.members.contains_key(&4));
+        let nobody = THREE_NODES.replace("data_dir = ", "join = true\n        data_dir = ");
+        let error = load(&nobody, 1).expect_err("no founding member");
+        assert!(error.to_string().contains("join = true"), "{error}");
     }
 
     #[test]

@@ -1,12 +1,16 @@
-//! `tickd`: one node of a replicated clock service.
+//! `tickd`: one node of a replicated clock service, and the admin commands that operate one.
 //!
 //! With no arguments it runs a single node on 127.0.0.1:9643 with its data in `./data`; with
 //! `--config cluster.toml --node ID` it runs node ID of the cluster described in the file.
+//! With a subcommand (`cluster`, `clocks`, `backup`, `restore`) it is an admin client of a
+//! running cluster instead (see [`cli`]).
 
 mod bootstrap;
+mod cli;
 mod config;
 mod credentials;
 mod node;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,8 +22,12 @@ use crate::config::NodeConfig;
 
 /// A replicated clock service: register a clock, receive its ticks, exactly once.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
+    /// Operate a running cluster instead of running a node.
+    #[command(subcommand)]
+    command: Option<cli::AdminCommand>,
+
     /// The cluster file (see the shipped cluster.toml). Without it, tickd runs a single node
     /// on 127.0.0.1:9643 with its data in ./data.
     #[arg(long, requires = "node")]
@@ -39,7 +47,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Some(command) = cli.command.take() {
+        return cli::run(command);
+    }
     init_logging(&cli);
     let config = match (&cli.config, cli.node) {
         (Some(path), Some(id)) => NodeConfig::from_file(path, id),

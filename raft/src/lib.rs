@@ -18,6 +18,10 @@
 //!   parsed, so it cannot change anything.
 //! * [`Replica`]: proposes commands, forwarding them to the leader when this node is not it,
 //!   and makes local reads linearizable with a read index obtained from the leader.
+//! * [`telemetry`]: this node's role, term and indexes, forwarded requests and the replicated
+//!   state's size, as metrics.
+//! * [`membership`]: adds (learner first, then voter) and removes members at runtime, on the
+//!   leader, reached through the same forwarding as writes.
 //!
 //! # Invariants
 //!
@@ -32,17 +36,19 @@
 //! Above: `tickd-api` (HTTP routes) and the `tickd` binary, which wires storage, network and
 //! API together. Below: `tickd-domain`, the pure registry this state machine replicates.
 
+pub mod membership;
 pub mod network;
 pub mod replica;
 pub mod rpc;
 pub mod secret;
 pub mod state;
 pub mod status;
+pub mod telemetry;
 pub mod timing;
 mod types;
 pub mod wall_clock;
 
-pub use replica::{Replica, ReplicaError};
+pub use replica::{MembershipAnswer, Replica, ReplicaError};
 pub use state::{ReplicatedState, StateHandle};
 pub use types::{NodeAddr, NodeId, Response, TypeConfig};
 

@@ -32,6 +32,8 @@ pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
 pub const WRITE_PATH: &str = "/internal/write";
 /// Path on which the leader hands out read indexes to followers.
 pub const READ_INDEX_PATH: &str = "/internal/read-index";
+/// Path on which the leader accepts membership changes forwarded by followers.
+pub const MEMBERSHIP_PATH: &str = "/internal/membership";
 /// Path on which every node describes itself.
 pub const STATUS_PATH: &str = "/internal/status";
 

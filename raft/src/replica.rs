@@ -14,9 +14,14 @@ use std::time::Duration;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
 use tickd_domain::{Command, Outcome};
 use tokio::time::{Instant, sleep};
+use tracing::{Span, field};
 
-use crate::network::{PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH};
+use crate::membership::{self, CATCH_UP_TIMEOUT, Members, MembershipChange, MembershipError, Step};
+use crate::network::{
+    MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH,
+};
 use crate::status::NodeStatus;
+use crate::telemetry;
 use crate::{NodeAddr, NodeId, Raft, Response, StateHandle};
 
 /// The first pause before retrying when no leader is known; it doubles up to
@@ -25,6 +30,10 @@ const FIRST_RETRY_BACKOFF: Duration = Duration::from_millis(25);
 /// The longest pause between two attempts: an election takes about a second, so waiting
 /// longer than this between attempts would only add latency.
 const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(400);
+/// How long a membership change may take, end to end: a new node's catch-up, two membership
+/// commits, and an election's worth of retries when the leader changes meanwhile. It replaces
+/// the forwarding deadline, which is sized for one commit.
+const MEMBERSHIP_DEADLINE: Duration = CATCH_UP_TIMEOUT.saturating_add(Duration::from_secs(15));
 
 /// Why a write or a linearizable read could not be served.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -60,6 +69,9 @@ pub struct Replica {
 type WriteRefusal = RaftError<NodeId, ClientWriteError<NodeId, NodeAddr>>;
 /// How the leader's read-index route says no.
 type ReadRefusal = RaftError<NodeId, CheckIsLeaderError<NodeId, NodeAddr>>;
+/// What the leader's membership route answers: the change's result, or why it could not try
+/// (it no longer leads).
+pub type MembershipAnswer = Result<Result<Members, MembershipError>, String>;
 
 /// The result of one attempt: either final, or worth retrying for the given reason.
 enum Attempt<T> {
@@ -106,23 +118,36 @@ impl Replica {
     }
 
     /// Commits `command` through the leader and returns the registry's outcome.
+    ///
+    /// The span names the command's kind (never its contents) and, once committed, the log
+    /// index: the same index appears on every node's `apply` span, which ties this request
+    /// to the entry the leader proposed for it.
+    #[tracing::instrument(skip_all, fields(command = command.kind(), index = field::Empty))]
     pub async fn write(&self, command: Command) -> Result<Outcome, ReplicaError> {
         let response = self
-            .with_retries(|remaining| self.try_write(command.clone(), remaining))
+            .with_retries(self.deadline, |remaining| {
+                self.try_write(command.clone(), remaining)
+            })
             .await?;
+        if let Some(index) = response.index {
+            Span::current().record("index", index);
+        }
+        tracing::debug!("committed");
         response.outcome.ok_or_else(|| {
             ReplicaError::Stopped("the state machine returned no outcome for a command".into())
         })
     }
 
     /// Returns once this node has applied every write acknowledged before the call.
+    #[tracing::instrument(skip_all, fields(read_index = field::Empty))]
     pub async fn linearize(&self) -> Result<(), ReplicaError> {
         let index = self
-            .with_retries(|remaining| self.try_read_index(remaining))
+            .with_retries(self.deadline, |remaining| self.try_read_index(remaining))
             .await?;
         let Some(index) = index else {
             return Ok(());
         };
+        Span::current().record("read_index", index);
         self.raft
             .wait(Some(self.deadline))
             .applied_index_at_least(Some(index), "linearizable read")
@@ -132,6 +157,19 @@ impl Replica {
                 waited: self.deadline,
                 reason: format!("applying up to the read index {index}: {error}"),
             })
+    }
+
+    /// Adds or removes a member through the leader (see [`membership`]). The outer error says
+    /// that no leader could be reached; the inner one that the leader refused the change, in
+    /// which case nothing changed.
+    pub async fn change_membership(
+        &self,
+        change: MembershipChange,
+    ) -> Result<Result<Members, MembershipError>, ReplicaError> {
+        self.with_retries(MEMBERSHIP_DEADLINE, |remaining| {
+            self.try_change_membership(change.clone(), remaining)
+        })
+        .await
     }
 
     /// Asks peer `id` (advertised as `node`) for its own status.
@@ -145,13 +183,17 @@ impl Replica {
         self.transport.get(address, STATUS_PATH, timeout).await
     }
 
-    async fn with_retries<T, F, Fut>(&self, mut attempt: F) -> Result<T, ReplicaError>
+    async fn with_retries<T, F, Fut>(
+        &self,
+        deadline: Duration,
+        mut attempt: F,
+    ) -> Result<T, ReplicaError>
     where
         F: FnMut(Duration) -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
         let started = Instant::now();
-        let give_up_at = started + self.deadline;
+        let give_up_at = started + deadline;
         let mut backoff = FIRST_RETRY_BACKOFF;
         loop {
             let remaining = give_up_at.saturating_duration_since(Instant::now());
@@ -206,13 +248,30 @@ impl Replica {
         }
     }
 
+    async fn try_change_membership(
+        &self,
+        change: MembershipChange,
+        remaining: Duration,
+    ) -> Attempt<Result<Members, MembershipError>> {
+        match membership::change_here(&self.raft, &self.transport, change.clone()).await {
+            Step::Done(result) => Attempt::Done(Ok(result)),
+            Step::Forward(forward) => {
+                self.ask_leader::<_, _, String>(&forward, MEMBERSHIP_PATH, &change, remaining)
+                    .await
+            }
+            Step::Retry(reason) => Attempt::Retry(reason),
+            Step::Stopped(reason) => Attempt::Done(Err(ReplicaError::Stopped(reason))),
+        }
+    }
+
     /// Sends `body` to the leader named by `forward` on one of its internal routes. Any
     /// failure (no known leader, a refusal, an unreachable leader) is worth a retry: the
     /// cluster may be in the middle of an election.
+    #[tracing::instrument(name = "forward", skip_all, fields(route = path, leader = field::Empty))]
     async fn ask_leader<Req, Resp, Refusal>(
         &self,
         forward: &ForwardToLeader<NodeId, NodeAddr>,
-        path: &str,
+        path: &'static str,
         body: &Req,
         remaining: Duration,
     ) -> Attempt<Resp>
@@ -224,14 +283,22 @@ impl Replica {
         let Some((leader, node)) = self.remote_leader(forward) else {
             return Attempt::Retry("no leader is known".into());
         };
+        Span::current().record("leader", leader);
         let address = self.transport.address_of(leader, &node);
+        let started = Instant::now();
         let answer: Result<Result<Resp, Refusal>, TransportError> =
             self.transport.post(address, path, body, remaining).await;
-        match answer {
-            Ok(Ok(response)) => Attempt::Done(Ok(response)),
-            Ok(Err(refusal)) => Attempt::Retry(format!("the leader declined: {refusal}")),
-            Err(error) => Attempt::Retry(error.to_string()),
-        }
+        let (result, attempt) = match answer {
+            Ok(Ok(response)) => ("ok", Attempt::Done(Ok(response))),
+            Ok(Err(refusal)) => (
+                "declined",
+                Attempt::Retry(format!("the leader declined: {refusal}")),
+            ),
+            Err(error) => ("unreachable", Attempt::Retry(error.to_string())),
+        };
+        telemetry::record_forwarded(path, result, started.elapsed());
+        tracing::debug!(result, "forwarded to the leader");
+        attempt
     }
 
     /// The leader named by a `ForwardToLeader` error, unless it is unknown or this node

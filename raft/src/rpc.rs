@@ -13,21 +13,29 @@ use axum::{Json, Router};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use serde::Serialize;
 use tickd_domain::Command;
+use tracing::{Span, field};
 
+use crate::membership::{self, MembershipChange, Step};
 use crate::network::{
-    APPEND_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH, VOTE_PATH, WRITE_PATH,
+    APPEND_PATH, MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH,
+    VOTE_PATH, WRITE_PATH,
 };
 use crate::secret::{ClusterSecret, SECRET_HEADER};
 use crate::status::NodeStatus;
-use crate::{NodeId, Raft, TypeConfig};
+use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
 
 /// Largest request body accepted from a peer: a batch of log entries or one snapshot chunk
 /// (1 MiB, see [`crate::timing`]), with generous room for JSON overhead.
 pub const MAX_RPC_BODY_BYTES: usize = 64 * 1024 * 1024;
 
-/// The router of a node's Raft address.
-pub fn router(raft: Raft, secret: ClusterSecret) -> Router {
+/// The router of a node's Raft address. `transport` lets the leader reach a node it is asked
+/// to add before that node is a member.
+pub fn router(raft: Raft, secret: ClusterSecret, transport: PeerTransport) -> Router {
     Router::new()
+        .route(
+            MEMBERSHIP_PATH,
+            post(change_membership).with_state((raft.clone(), transport)),
+        )
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
@@ -108,12 +116,38 @@ async fn snapshot(
 
 /// A command forwarded by a follower. It is proposed here and never forwarded again: if this
 /// node is not the leader, the follower gets the `ForwardToLeader` error and retries itself.
+#[tracing::instrument(
+    name = "forwarded_write",
+    skip_all,
+    fields(command = field::Empty, index = field::Empty)
+)]
 async fn write(
     State(raft): State<Raft>,
     body: Result<Json<Command>, JsonRejection>,
 ) -> Result<Response, Refusal> {
-    let written = raft.client_write(parsed(body)?).await;
+    let command = parsed(body)?;
+    Span::current().record("command", command.kind());
+    let written = raft.client_write(command).await;
+    if let Ok(written) = &written {
+        Span::current().record("index", written.log_id.index);
+        tracing::debug!("committed for a follower");
+    }
     Ok(reply(written.map(|written| written.data)))
+}
+
+/// A membership change forwarded by a follower. Like a forwarded write, it is applied here or
+/// refused with a reason; it is never forwarded again.
+async fn change_membership(
+    State((raft, transport)): State<(Raft, PeerTransport)>,
+    body: Result<Json<MembershipChange>, JsonRejection>,
+) -> Result<Response, Refusal> {
+    let answer: MembershipAnswer =
+        match membership::change_here(&raft, &transport, parsed(body)?).await {
+            Step::Done(result) => Ok(result),
+            Step::Forward(forward) => Err(forward.to_string()),
+            Step::Retry(reason) | Step::Stopped(reason) => Err(reason),
+        };
+    Ok(reply(answer))
 }
 
 /// Confirms leadership with a quorum and returns the index a follower must apply before it

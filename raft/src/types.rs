@@ -35,6 +35,10 @@ impl fmt::Display for NodeAddr {
 pub struct Response {
     /// The registry's answer to a client command; `None` for Raft's own entries.
     pub outcome: Option<Outcome>,
+    /// The log index of the entry, so that a node whose write was forwarded can name the entry
+    /// in its trace. Absent in answers from a node that predates it.
+    #[serde(default)]
+    pub index: Option<u64>,
 }
 
 openraft::declare_raft_types!(

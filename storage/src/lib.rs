@@ -37,6 +37,11 @@
 //! Snapshots are built from a copy of the state taken under the state machine's lock, never
 //! from the live map, sent to followers in 1 MiB chunks by openraft, and installed by writing
 //! the snapshot file first and swapping the in-memory state second.
+//!
+//! # What operators see
+//!
+//! [`telemetry`] records how long appends take to become durable, each fsync, the committed
+//! index and the snapshots, through the `metrics` facade.
 
 #![allow(
     clippy::result_large_err,
@@ -48,6 +53,7 @@ mod keys;
 mod log_store;
 mod snapshot_file;
 mod state_machine;
+pub mod telemetry;
 pub mod wal_sync;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
+use std::time::Instant;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, OptionalSend, RaftLogId, StorageError, StorageIOError, Vote};
@@ -11,9 +12,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickd_raft::{NodeId, TypeConfig};
 
-use crate::OpenError;
 use crate::keys::{self, COMMITTED, LAST_PURGED, LOG_CF, META_CF, VOTE};
 use crate::wal_sync::{Waiter, WalSync};
+use crate::{OpenError, telemetry};
 
 type StoreResult<T> = Result<T, StorageError<NodeId>>;
 
@@ -161,7 +162,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StoreResult<()> {
-        Ok(self.put_meta(COMMITTED, &committed)?)
+        self.put_meta(COMMITTED, &committed)?;
+        if let Some(committed) = committed {
+            telemetry::record_committed(committed.index);
+        }
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> StoreResult<Option<LogId<NodeId>>> {
@@ -173,6 +178,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let started = Instant::now();
         let family = cf(&self.db, LOG_CF)?;
         let mut batch = WriteBatch::default();
         for entry in entries {
@@ -183,7 +189,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.db
             .write(batch)
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.wal.enqueue(Waiter::Append(callback));
+        self.wal.enqueue(Waiter::Append(callback, started));
         Ok(())
     }
 

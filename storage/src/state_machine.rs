@@ -12,6 +12,7 @@ use tickd_raft::{NodeAddr, NodeId, ReplicatedState, Response, StateHandle, TypeC
 
 use crate::OpenError;
 use crate::snapshot_file::{Meta, SnapshotFile};
+use crate::telemetry::{self, SnapshotOrigin};
 
 type StoreResult<T> = Result<T, StorageError<NodeId>>;
 
@@ -36,7 +37,10 @@ impl StateMachine {
             reason,
         };
         let state = match snapshots.load().map_err(|e| unreadable(e.to_string()))? {
-            Some((_meta, data)) => decode(&data).map_err(unreadable)?,
+            Some((_meta, data)) => {
+                telemetry::record_snapshot_size(data.len());
+                decode(&data).map_err(unreadable)?
+            }
             None => ReplicatedState::default(),
         };
         Ok(Self {
@@ -69,6 +73,7 @@ fn snapshot_id(last_applied: Option<LogId<NodeId>>, nonce: u128) -> String {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> StoreResult<Snapshot<TypeConfig>> {
+        let started = std::time::Instant::now();
         let state = std::mem::take(&mut self.state);
         let snapshots = self.snapshots.clone();
         // Serializing and fsyncing a large registry is blocking work.
@@ -90,7 +95,13 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         .map_err(|e| StorageIOError::write_snapshot(None, &e))?
         .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
         let (meta, data) = built;
-        tracing::info!(snapshot = %meta.snapshot_id, bytes = data.len(), "snapshot built");
+        telemetry::record_snapshot(SnapshotOrigin::Built, data.len());
+        tracing::info!(
+            snapshot = %meta.snapshot_id,
+            bytes = data.len(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "snapshot built"
+        );
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -121,13 +132,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 state.last_applied = Some(log_id);
                 let outcome = match entry.payload {
                     EntryPayload::Blank => None,
-                    EntryPayload::Normal(command) => Some(state.registry.apply(command)),
+                    EntryPayload::Normal(command) => {
+                        // The last hop of a write's trace, on every node: the index is the one
+                        // the proposing node's `write` span records.
+                        let _apply = tracing::debug_span!(
+                            "apply",
+                            index = log_id.index,
+                            command = command.kind()
+                        )
+                        .entered();
+                        let outcome = state.registry.apply(command);
+                        tracing::debug!("applied");
+                        Some(outcome)
+                    }
                     EntryPayload::Membership(membership) => {
                         state.membership = StoredMembership::new(Some(log_id), membership);
                         None
                     }
                 };
-                Response { outcome }
+                Response {
+                    outcome,
+                    index: Some(log_id.index),
+                }
             })
             .collect();
         Ok(responses)
@@ -150,6 +176,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> StoreResult<()> {
         let data = snapshot.into_inner();
+        let bytes = data.len();
         let signature = Some(meta.signature());
         let state = decode(&data).map_err(|reason| {
             StorageIOError::read_snapshot(signature.clone(), &std::io::Error::other(reason))
@@ -162,7 +189,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
             .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
         *self.state.write() = state;
-        tracing::info!(snapshot = %meta.snapshot_id, "snapshot installed");
+        telemetry::record_snapshot(SnapshotOrigin::Installed, bytes);
+        tracing::info!(snapshot = %meta.snapshot_id, bytes, "snapshot installed");
         Ok(())
     }
 

@@ -13,16 +13,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
+use std::time::Instant;
 
 use openraft::storage::LogFlushed;
 use rocksdb::DB;
 use tickd_raft::TypeConfig;
 use tokio::sync::oneshot;
 
+use crate::telemetry;
+
 /// Someone waiting for their writes to be on disk.
 pub enum Waiter {
-    /// An append: openraft's callback.
-    Append(LogFlushed<TypeConfig>),
+    /// An append: openraft's callback, and when the append began (for its latency metric).
+    Append(LogFlushed<TypeConfig>, Instant),
     /// Any other write (a vote): a channel to wake the writer.
     Write(oneshot::Sender<io::Result<()>>),
 }
@@ -94,7 +97,9 @@ fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>, fsyncs: &AtomicU64) {
     while let Ok(first) = waiting.recv() {
         let mut batch = vec![first];
         batch.extend(waiting.try_iter());
+        let started = Instant::now();
         let synced = db.flush_wal(true).map_err(|error| error.to_string());
+        telemetry::record_fsync(started.elapsed());
         fsyncs.fetch_add(1, Ordering::Relaxed);
         if let Err(error) = &synced {
             tracing::error!(%error, "fsync of the Raft WAL failed");
@@ -108,7 +113,10 @@ fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>, fsyncs: &AtomicU64) {
 fn complete(waiter: Waiter, synced: &Result<(), String>) {
     let result = synced.clone().map_err(io::Error::other);
     match waiter {
-        Waiter::Append(callback) => callback.log_io_completed(result),
+        Waiter::Append(callback, since) => {
+            telemetry::record_append(since.elapsed());
+            callback.log_io_completed(result);
+        }
         // The writer may have given up waiting; nothing is lost by not telling it.
         Waiter::Write(done) => drop(done.send(result)),
     }

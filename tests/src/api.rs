@@ -32,6 +32,19 @@ pub const CLUSTER_PATH: &str = "/api/v1/cluster";
 /// The health endpoint.
 pub const HEALTH_PATH: &str = "/mgmt/health";
 
+/// The membership collection.
+pub const NODES_PATH: &str = "/api/v1/cluster/nodes";
+
+/// The backup route.
+pub const BACKUP_PATH: &str = "/api/v1/backup";
+
+/// The restore route.
+pub const RESTORE_PATH: &str = "/api/v1/restore";
+
+/// How long a membership change may take: the new node catches up first (the node bounds
+/// that wait at 30 s), then two membership entries commit.
+pub const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// What `/api/v1/cluster` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ClusterView {
@@ -52,6 +65,8 @@ pub struct NodeView {
     pub api: String,
     /// Its Raft address.
     pub raft: String,
+    /// Whether it votes (a learner does not).
+    pub voter: bool,
     /// Its role as this node sees it (leader, follower, …).
     pub role: String,
     /// Whether this node can reach it.
@@ -168,6 +183,24 @@ pub async fn pop(cluster: &TestCluster, url: &str, wait: Option<Duration>) -> Re
         request_timeout += wait;
     }
     send(cluster.client().get(url).timeout(request_timeout)).await
+}
+
+/// `POST /api/v1/cluster/nodes` on node `via`: add node `id` with the addresses the cluster
+/// file gives it.
+pub async fn add_node(cluster: &TestCluster, via: NodeId, id: NodeId) -> Reply {
+    let body = json!({
+        "id": id,
+        "api": cluster.api_addr(id).to_string(),
+        "raft": cluster.raft_addr(id).to_string(),
+    });
+    let request = authed(cluster, Method::POST, via, NODES_PATH).json(&body);
+    send(request.timeout(MEMBERSHIP_TIMEOUT)).await
+}
+
+/// `DELETE /api/v1/cluster/nodes/{id}` on node `via`.
+pub async fn remove_node(cluster: &TestCluster, via: NodeId, id: NodeId) -> Reply {
+    let request = authed(cluster, Method::DELETE, via, &format!("{NODES_PATH}/{id}"));
+    send(request.timeout(MEMBERSHIP_TIMEOUT)).await
 }
 
 /// `GET /mgmt/health` (no token).

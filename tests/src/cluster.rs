@@ -124,8 +124,10 @@ pub struct TestClusterBuilder {
     snapshot_every: Option<u64>,
     max_clocks: Option<u64>,
     clock_ttl_ms: Option<u64>,
+    metrics_require_token: Option<bool>,
     env: Vec<(String, String)>,
     initially_down: BTreeSet<NodeId>,
+    joining: BTreeSet<NodeId>,
     wait_ready: bool,
     link_proxies: bool,
 }
@@ -139,9 +141,11 @@ impl Default for TestClusterBuilder {
             snapshot_every: None,
             max_clocks: None,
             clock_ttl_ms: None,
+            metrics_require_token: None,
             link_proxies: false,
             env: Vec::new(),
             initially_down: BTreeSet::new(),
+            joining: BTreeSet::new(),
             wait_ready: true,
         }
     }
@@ -179,6 +183,13 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Whether `/metrics` needs the access token (`metrics_require_token`); unset keeps the
+    /// node's default (it does).
+    pub fn metrics_require_token(mut self, required: bool) -> Self {
+        self.metrics_require_token = Some(required);
+        self
+    }
+
     /// The cap on the number of clocks (`max_clocks`); unset keeps the node's default.
     pub fn max_clocks(mut self, max: u64) -> Self {
         self.max_clocks = Some(max);
@@ -203,6 +214,16 @@ impl TestClusterBuilder {
     /// later with [`TestCluster::restart`].
     pub fn initially_down(mut self, ids: impl IntoIterator<Item = NodeId>) -> Self {
         self.initially_down.extend(ids);
+        self
+    }
+
+    /// Nodes that are written into `cluster.toml` with `join = true` and not started: they do
+    /// not found the cluster. Start one with [`TestCluster::restart`] and add it through the
+    /// membership API; it is not counted as ready before that.
+    pub fn joining(mut self, ids: impl IntoIterator<Item = NodeId>) -> Self {
+        let ids: Vec<NodeId> = ids.into_iter().collect();
+        self.initially_down.extend(ids.iter().copied());
+        self.joining.extend(ids);
         self
     }
 
@@ -236,6 +257,10 @@ impl TestClusterBuilder {
         config.snapshot_every = self.snapshot_every;
         config.max_clocks = self.max_clocks;
         config.clock_ttl_ms = self.clock_ttl_ms;
+        config.metrics_require_token = self.metrics_require_token;
+        for node in &mut config.nodes {
+            node.join = self.joining.contains(&node.id);
+        }
         let links = if self.link_proxies {
             start_link_proxies(&mut config).await
         } else {
@@ -756,6 +781,21 @@ impl TestCluster {
         eventually(&what, timeout, POLL_INTERVAL, || async {
             self.expect_not_exited(id);
             self.health_of(id).await
+        })
+        .await;
+    }
+
+    /// Waits until a node's API answers at all (any status: a node waiting to be added to the
+    /// cluster reports itself DOWN, but it is serving).
+    ///
+    /// # Panics
+    ///
+    /// When `timeout` passes first, or the node is down.
+    pub async fn wait_serving(&self, id: NodeId, timeout: Duration) {
+        let what = format!("node {id} to serve its API");
+        eventually(&what, timeout, POLL_INTERVAL, || async {
+            self.expect_not_exited(id);
+            self.probe(id, "/mgmt/health", false).await.map(|_| ())
         })
         .await;
     }

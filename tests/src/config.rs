@@ -31,6 +31,8 @@ pub struct ClusterConfig {
     pub max_clocks: Option<u64>,
     /// How long an unconsumed clock lives, in ms; `None` keeps the node's default.
     pub clock_ttl_ms: Option<u64>,
+    /// Whether `/metrics` needs the token; `None` keeps the node's default (it does).
+    pub metrics_require_token: Option<bool>,
     /// The members, in the order they are written.
     pub nodes: Vec<NodeConfig>,
 }
@@ -46,6 +48,8 @@ pub struct NodeConfig {
     pub raft: SocketAddr,
     /// The data directory, relative to the directory of the config file.
     pub data_dir: String,
+    /// Whether the node joins a running cluster (`join = true`) instead of founding it.
+    pub join: bool,
     /// Per peer, the address this node dials instead of the peer's Raft address (the link
     /// proxies of a cluster with network faults).
     pub dial: BTreeMap<NodeId, SocketAddr>,
@@ -73,6 +77,7 @@ impl ClusterConfig {
                 api: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[0])),
                 raft: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[1])),
                 data_dir: format!("node{id}"),
+                join: false,
                 dial: BTreeMap::new(),
             })
             .collect();
@@ -83,6 +88,7 @@ impl ClusterConfig {
             snapshot_every: None,
             max_clocks: None,
             clock_ttl_ms: None,
+            metrics_require_token: None,
             nodes,
         }
     }
@@ -105,6 +111,9 @@ impl ClusterConfig {
         if let Some(ttl) = self.clock_ttl_ms {
             let _ = writeln!(out, "clock_ttl_ms = {ttl}");
         }
+        if let Some(required) = self.metrics_require_token {
+            let _ = writeln!(out, "metrics_require_token = {required}");
+        }
         for node in &self.nodes {
             out.push('\n');
             let _ = writeln!(out, "[[node]]");
@@ -112,6 +121,9 @@ impl ClusterConfig {
             let _ = writeln!(out, "api = {}", toml_string(&node.api.to_string()));
             let _ = writeln!(out, "raft = {}", toml_string(&node.raft.to_string()));
             let _ = writeln!(out, "data_dir = {}", toml_string(&node.data_dir));
+            if node.join {
+                let _ = writeln!(out, "join = true");
+            }
             if !node.dial.is_empty() {
                 let _ = writeln!(out, "[node.dial]");
                 for (peer, address) in &node.dial {

@@ -14,7 +14,7 @@ use tickd_raft::wall_clock;
 
 use crate::AppState;
 use crate::base_url::BaseUrl;
-use crate::error::ApiError;
+use crate::error::{ApiError, BodyShape};
 use crate::ids;
 use crate::view::{ChannelContext, ClockView, clock_url};
 
@@ -26,13 +26,20 @@ pub struct RegisterBody {
     schedule: Option<String>,
 }
 
+/// What a registration body looks like, for the errors that reject one.
+const REGISTRATION: BodyShape = BodyShape {
+    what: "registration",
+    example: r#"{"name": "…", "schedule": "…"}"#,
+    limit_bytes: crate::MAX_BODY_BYTES,
+};
+
 /// `POST /api/v1/clocks`: create the clock of a (name, schedule) pair, or join it.
 pub async fn register(
     State(app): State<AppState>,
     base: BaseUrl,
     body: Result<Json<RegisterBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body.map_err(json_rejection)?;
+    let Json(body) = body.map_err(|rejection| REGISTRATION.reject(rejection))?;
     let name = body.name.ok_or_else(|| missing_field("name"))?;
     let schedule = body.schedule.ok_or_else(|| missing_field("schedule"))?;
     validate_name(&name).map_err(|error| ApiError::bad_request(error.to_string()))?;
@@ -46,6 +53,9 @@ pub async fn register(
             queue_id: ids::queue_id(),
         },
     };
+    // The queue exists before the clock does: the clock's first tick may be published within
+    // a second of the commit, and a publish to a missing queue marks the clock abandoned.
+    prepare_channel(&app, &channel).await?;
     let command = Command::Register {
         name,
         schedule,
@@ -68,7 +78,6 @@ pub async fn register(
         Outcome::Rejected { reason } => return Err(ApiError::bad_request(reason)),
         other => return Err(unexpected(&other)),
     };
-    prepare_channel(&app, &clock.channel).await?;
     // A new clock shows PENDING in this response, as Ticktok's server did; its stored status
     // is already ACTIVE, since registration is one atomic command.
     let shown_status = if created {
@@ -171,7 +180,7 @@ pub async fn act(
 }
 
 /// Makes sure a RabbitMQ clock's queue exists on the broker before the client is answered.
-async fn prepare_channel(app: &AppState, channel: &Channel) -> Result<(), ApiError> {
+pub(crate) async fn prepare_channel(app: &AppState, channel: &Channel) -> Result<(), ApiError> {
     let (Channel::Rabbit { queue }, Some(queues)) = (channel, &app.queues) else {
         return Ok(());
     };
@@ -179,7 +188,8 @@ async fn prepare_channel(app: &AppState, channel: &Channel) -> Result<(), ApiErr
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "the clock is registered but its RabbitMQ queue could not be declared: {reason}"
+                "the clock's RabbitMQ queue could not be declared, so the clock was not \
+                 registered: {reason}; retry shortly"
             ),
         )
     })
@@ -196,33 +206,8 @@ fn missing_field(field: &str) -> ApiError {
     ))
 }
 
-/// Maps axum's JSON rejections onto SPEC §2: 415 when the body is not declared as JSON, 413
-/// when it is too large, 400 for anything malformed (axum says 422 for a wrong type).
-fn json_rejection(rejection: JsonRejection) -> ApiError {
-    let status = match rejection.status() {
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
-        _ => StatusCode::BAD_REQUEST,
-    };
-    let message = match status {
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-            "the body must be JSON, sent with `Content-Type: application/json`".to_string()
-        }
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            format!(
-                "the body is larger than the {} KiB limit",
-                crate::MAX_BODY_BYTES / 1024
-            )
-        }
-        _ => format!(
-            "the body is not a valid registration ({}); send {{\"name\": \"…\", \"schedule\": \"…\"}}",
-            rejection.body_text()
-        ),
-    };
-    ApiError::new(status, message)
-}
-
-fn unexpected(outcome: &Outcome) -> ApiError {
+/// The error for an outcome the command cannot produce: a bug, logged and reported as a 500.
+pub(crate) fn unexpected(outcome: &Outcome) -> ApiError {
     tracing::error!(
         ?outcome,
         "the registry answered a command with an unexpected outcome"

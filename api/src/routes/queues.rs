@@ -15,7 +15,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::ids;
+use crate::{ids, telemetry};
 
 /// The longest `?wait` accepted, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 30;
@@ -60,6 +60,7 @@ pub async fn pop(
                 .await?;
             match popped {
                 Outcome::Popped(ticks) if !ticks.is_empty() => {
+                    telemetry::record_popped(ticks.len());
                     return Ok(Json(ticks.iter().map(|tick| tick.message()).collect()));
                 }
                 // Another poller took them first; wait for the next ones.

@@ -1,0 +1,91 @@
+//! `GET /api/v1/backup` and `POST /api/v1/restore`: the cluster's state out to a file, and
+//! back into an empty cluster.
+//!
+//! A backup is a linearizable read: it reflects every write acknowledged before it was asked
+//! for, and it is copied under one lock, so it is one consistent point of the log. A restore is
+//! one replicated `Restore` command, so every node gets the same registry at the same log
+//! position, and the registry refuses it unless it holds no clock.
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use serde::Serialize;
+use serde_json::Value;
+use tickd_domain::{Command, Outcome, RegistrySnapshot};
+use tickd_raft::wall_clock;
+
+use crate::AppState;
+use crate::backup::Backup;
+use crate::error::{ApiError, BodyShape};
+use crate::routes::clocks::{prepare_channel, unexpected};
+
+/// The largest backup `POST /api/v1/restore` accepts. The restore travels as one Raft log
+/// entry, which must stay well under the 64 MiB Raft RPC limit.
+pub const MAX_RESTORE_BYTES: usize = 32 * 1024 * 1024;
+
+/// What a restore body looks like.
+const BACKUP_BODY: BodyShape = BodyShape {
+    what: "backup",
+    example: "the JSON document written by `tickd backup`",
+    limit_bytes: MAX_RESTORE_BYTES,
+};
+
+/// The answer to a restore.
+#[derive(Debug, Serialize)]
+pub struct Restored {
+    /// How many clocks the cluster now holds.
+    restored: u64,
+}
+
+/// `GET /api/v1/backup`.
+pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiError> {
+    app.replica.linearize().await?;
+    let (registry, last_applied) = {
+        let state = app.replica.state().read();
+        let registry = RegistrySnapshot::from(state.registry.clone());
+        (registry, state.last_applied.map(|log_id| log_id.index))
+    };
+    Ok(Json(Backup::new(registry, last_applied)))
+}
+
+/// `POST /api/v1/restore`: seed a cluster without clocks from a backup.
+pub async fn restore(
+    State(app): State<AppState>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Json<Restored>, ApiError> {
+    let Json(document) = body.map_err(|rejection| BACKUP_BODY.reject(rejection))?;
+    let backup =
+        Backup::from_json(document).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    if backup.needs_rabbit() && app.queues.is_none() {
+        return Err(ApiError::conflict(
+            "the backup holds RabbitMQ clocks but this cluster has no broker; set rabbit_uri in \
+             the cluster file (or RABBIT_URI) and restart the nodes before restoring",
+        ));
+    }
+    let command = Command::Restore {
+        snapshot: backup.registry.clone(),
+        now_ms: wall_clock::now_ms(),
+        max_clocks: app.config.max_clocks,
+    };
+    match app.replica.write(command).await? {
+        Outcome::Restored { clocks } => {
+            // The broker may be a new one: declare every queue before answering, as a
+            // registration does, so that no restored clock's first tick is unroutable.
+            for clock in &backup.registry.clocks {
+                prepare_channel(&app, &clock.channel).await?;
+            }
+            Ok(Json(Restored { restored: clocks }))
+        }
+        Outcome::NotEmpty { clocks } => Err(ApiError::conflict(format!(
+            "this cluster already holds {clocks} clocks; a restore only seeds a cluster without \
+             clocks, so restore into a freshly formed cluster"
+        ))),
+        Outcome::LimitReached { max_clocks } => Err(ApiError::conflict(format!(
+            "the backup holds {} clocks, more than this cluster's max_clocks of {max_clocks}; \
+             raise max_clocks in the cluster file",
+            backup.clocks()
+        ))),
+        Outcome::Rejected { reason } => Err(ApiError::bad_request(reason)),
+        other => Err(unexpected(&other)),
+    }
+}

@@ -1,0 +1,92 @@
+//! The API's metrics and the root span of every request.
+//!
+//! [`observe`] wraps every route: it opens the `request` span that the replica's `write`,
+//! `forward` and `linearize` spans nest under, and counts the request by route, method and
+//! status once it is answered. The route is axum's [`MatchedPath`], the template
+//! (`/api/v1/clocks/{id}`), never the raw path: raw paths hold clock ids and http queue ids
+//! (a consumer's capability), and would give every clock its own time series. The query
+//! string, which may hold the access token, is never recorded.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use tracing::{Instrument, field};
+
+/// Requests answered, by route, method and status.
+pub const REQUESTS: &str = "tickd_api_requests_total";
+/// How long requests took to answer, by route and method.
+pub const REQUEST_DURATION: &str = "tickd_api_request_duration_seconds";
+/// Http-channel ticks handed to pollers (delivered).
+pub const TICKS_POPPED: &str = "tickd_ticks_popped_total";
+
+/// The route label of a request that matched no route (it got a 404).
+const UNMATCHED: &str = "unmatched";
+
+/// Registers the help text and unit of every API metric with the installed recorder.
+pub fn describe() {
+    describe_counter!(
+        REQUESTS,
+        "API requests answered by this node, by route template, method and status"
+    );
+    describe_histogram!(
+        REQUEST_DURATION,
+        Unit::Seconds,
+        "How long this node took to answer API requests, by route template and method \
+         (long polls included)"
+    );
+    describe_counter!(
+        TICKS_POPPED,
+        "Http-channel ticks this node handed to pollers"
+    );
+}
+
+/// Middleware: one span per request, and its count and latency once answered.
+pub async fn observe(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| UNMATCHED.to_string(), |path| path.as_str().to_string());
+    let method = method_label(request.method());
+    let span = tracing::info_span!("request", method, route = %route, status = field::Empty);
+    let started = Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    span.record("status", status);
+    span.in_scope(|| {
+        tracing::debug!(took_ms = took.as_millis() as u64, "answered");
+    });
+    counter!(
+        REQUESTS,
+        "route" => route.clone(),
+        "method" => method,
+        "status" => status.to_string()
+    )
+    .increment(1);
+    histogram!(REQUEST_DURATION, "route" => route, "method" => method).record(took.as_secs_f64());
+    response
+}
+
+/// Counts ticks handed to a poller.
+pub(crate) fn record_popped(ticks: usize) {
+    counter!(TICKS_POPPED).increment(ticks as u64);
+}
+
+/// The method as a label; methods outside HTTP's standard set share one label, so that a
+/// client cannot create time series at will.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}

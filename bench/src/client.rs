@@ -1,0 +1,57 @@
+//! The benchmark's HTTP client and the one tickd call it makes at volume: registering a clock.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// One HTTP client for every request of a run: a connection pool large enough for the widest
+/// load level, no proxy (loopback only), and a timeout well past the forwarding deadline.
+pub fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(512)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// A clock registration request.
+#[derive(Debug, Clone)]
+pub struct Registration<'a> {
+    /// The node's API base URL, e.g. `http://127.0.0.1:9643`.
+    pub api: &'a str,
+    /// The access token.
+    pub token: &'a str,
+    /// The clock name.
+    pub name: &'a str,
+    /// The schedule literal.
+    pub schedule: &'a str,
+}
+
+impl Registration<'_> {
+    /// The request body: what etcd's puts are sized after.
+    pub fn body(&self) -> Value {
+        json!({ "name": self.name, "schedule": self.schedule })
+    }
+
+    /// Registers the clock; the response body on 201.
+    pub async fn send(&self, http: &reqwest::Client) -> Result<Value, String> {
+        let response = http
+            .post(format!("{}/api/v1/clocks", self.api))
+            .bearer_auth(self.token)
+            .json(&self.body())
+            .send()
+            .await
+            .map_err(|e| format!("{}: {e}", self.api))?;
+        let status = response.status();
+        let body: Value = response
+            .json()
+            .await
+            .map_err(|e| format!("{}: {e}", self.api))?;
+        if status == reqwest::StatusCode::CREATED {
+            Ok(body)
+        } else {
+            Err(format!("{} answered {status}: {body}", self.api))
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Scenario 2: tick lateness, tickd beside the bare ticker.
+//!
+//! For each population size, tickd (a 3-node cluster) and then the bare ticker (one process,
+//! no consensus) deliver the same clocks — half `every.1.seconds`, half `every.10.seconds`,
+//! aligned to the epoch as SPEC §5 requires, so every tenth second all of them fire at once —
+//! through the same broker to the same consumers. Lateness is the consumer's receipt time
+//! minus the tick's `scheduled_at`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+use tickd_tests::TestCluster;
+
+use crate::consumer::{Delivery, TickConsumers, now_ms};
+use crate::node_metrics;
+use crate::population::{self, Population};
+use crate::stats::Percentiles;
+
+/// The schedules of a lateness population.
+pub const SCHEDULES: [&str; 2] = ["every.1.seconds", "every.10.seconds"];
+/// How long the clocks tick before the measurement starts.
+const WARM_UP: Duration = Duration::from_secs(3);
+/// How long after the window the consumers keep listening for its late ticks.
+const GRACE: Duration = Duration::from_secs(3);
+/// How long a queue outlives its consumers: long enough for a scenario, short enough that a
+/// crashed run does not litter a shared broker.
+pub const QUEUE_TTL_MS: u64 = 120_000;
+
+/// What one system delivered for one population.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivered {
+    /// Ticks due in the window (every instant of every clock).
+    pub expected: usize,
+    /// Distinct ticks of the window received.
+    pub received: usize,
+    /// Lateness of those ticks.
+    pub lateness: Percentiles,
+}
+
+/// One row of the lateness table.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatenessRow {
+    /// Active clocks.
+    pub clocks: usize,
+    /// tickd's deliveries.
+    pub tickd: Delivered,
+    /// The p99 of the leader's own publish-time lateness histogram over the warm-up and the
+    /// window (the upper bound of its bucket); `None` if the leader changed or kept no
+    /// histogram.
+    pub node_publish_lateness_p99_ms: Option<f64>,
+    /// The bare ticker's deliveries.
+    pub baseline: Delivered,
+}
+
+/// Measures one population size on a fresh cluster and then on the bare ticker.
+pub async fn run(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    rabbit: &str,
+    bare_ticker: &Path,
+    clocks: usize,
+    window: Duration,
+) -> Result<LatenessRow, String> {
+    let stamp = now_ms() as u64;
+    let tickd_clocks = Population::new(&format!("lat{clocks}-{stamp}"), clocks, &SCHEDULES);
+    let registered = tickd_clocks.register(http, cluster).await?;
+    println!(
+        "  {clocks} clocks registered with tickd at {:.0}/s",
+        registered.per_s
+    );
+    let queues = tickd_clocks.queues()?;
+    let leader = cluster.leader().await.ok_or("the cluster has no leader")?;
+    let (api, token) = (cluster.api_url(leader), cluster.token());
+    let before = node_metrics::scrape(http, &api, token).await;
+    let tickd = measure(rabbit, &queues, window).await;
+    let after = node_metrics::scrape(http, &api, token).await;
+    population::delete_queues(rabbit, &queues).await;
+    let tickd = tickd?;
+    let node_publish_lateness_p99_ms = match (before, after) {
+        (Ok(before), Ok(after)) => node_metrics::publish_lateness_p99_ms(&before, &after),
+        _ => None,
+    };
+
+    let baseline_clocks = Population::new(&format!("base{clocks}-{stamp}"), clocks, &SCHEDULES);
+    let queues = baseline_clocks.queues()?;
+    population::declare_queues(rabbit, &queues, QUEUE_TTL_MS).await?;
+    let baseline = with_bare_ticker(bare_ticker, rabbit, &baseline_clocks, async {
+        measure(rabbit, &queues, window).await
+    })
+    .await;
+    population::delete_queues(rabbit, &queues).await;
+    let row = LatenessRow {
+        clocks,
+        tickd,
+        node_publish_lateness_p99_ms,
+        baseline: baseline??,
+    };
+    println!(
+        "  {clocks:>6} clocks: tickd p50 {:.1} p99 {:.1} p99.9 {:.1} ms ({}/{} ticks) | bare ticker p50 {:.1} p99 {:.1} p99.9 {:.1} ms ({}/{})",
+        row.tickd.lateness.p50_ms,
+        row.tickd.lateness.p99_ms,
+        row.tickd.lateness.p999_ms,
+        row.tickd.received,
+        row.tickd.expected,
+        row.baseline.lateness.p50_ms,
+        row.baseline.lateness.p99_ms,
+        row.baseline.lateness.p999_ms,
+        row.baseline.received,
+        row.baseline.expected,
+    );
+    if let Some(p99) = row.node_publish_lateness_p99_ms {
+        println!("          the leader's own publish lateness: p99 <= {p99} ms");
+    }
+    Ok(row)
+}
+
+/// Consumes `queues`, lets them warm up, and measures the ticks due in the next `window`.
+async fn measure(rabbit: &str, queues: &[String], window: Duration) -> Result<Delivered, String> {
+    let consumers = TickConsumers::start(rabbit, queues).await?;
+    tokio::time::sleep(WARM_UP).await;
+    consumers.drain();
+    let from = now_ms();
+    let until = from + window.as_secs_f64() * 1e3;
+    tokio::time::sleep(window + GRACE).await;
+    let deliveries = consumers.drain();
+    consumers.stop().await;
+    Ok(summarize(&deliveries, queues.len(), from, until))
+}
+
+/// The ticks due in `[from, until)`, counted once each.
+fn summarize(deliveries: &[Delivery], clocks: usize, from: f64, until: f64) -> Delivered {
+    let mut seen = std::collections::HashSet::new();
+    let lateness: Vec<f64> = deliveries
+        .iter()
+        .filter(|d| d.scheduled_ms >= from && d.scheduled_ms < until)
+        .filter(|d| seen.insert(d.tick_id.clone()))
+        .map(Delivery::lateness_ms)
+        .collect();
+    Delivered {
+        expected: expected_ticks(clocks, from, until),
+        received: lateness.len(),
+        lateness: Percentiles::of_ms(lateness),
+    }
+}
+
+/// How many instants of a lateness population fall in `[from, until)`.
+fn expected_ticks(clocks: usize, from: f64, until: f64) -> usize {
+    let instants = |interval_ms: f64| {
+        let first = (from / interval_ms).ceil();
+        let last = ((until - 1.0) / interval_ms).floor();
+        (last - first + 1.0).max(0.0) as usize
+    };
+    // The population cycles through the schedules: clocks 0, 2, 4… tick every second.
+    let every_second = clocks.div_ceil(2);
+    every_second * instants(1_000.0) + (clocks - every_second) * instants(10_000.0)
+}
+
+/// Runs `work` while the bare ticker publishes `clocks`.
+async fn with_bare_ticker<T>(
+    binary: &Path,
+    rabbit: &str,
+    clocks: &Population,
+    work: impl Future<Output = T>,
+) -> Result<T, String> {
+    let file = tempfile::NamedTempFile::new().map_err(|e| format!("a clocks file: {e}"))?;
+    std::fs::write(file.path(), clocks.to_lines()).map_err(|e| format!("the clocks file: {e}"))?;
+    let mut ticker = Command::new(binary)
+        .arg("--uri")
+        .arg(rabbit)
+        .arg("--clocks")
+        .arg(file.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+    let result = work.await;
+    let exited = ticker.try_wait().ok().flatten();
+    let _ = ticker.kill();
+    let _ = ticker.wait();
+    match exited {
+        Some(status) => Err(format!("the bare ticker exited early ({status})")),
+        None => Ok(result),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_ticks_count_every_instant_in_the_window() {
+        // 10 s from a 10-s boundary: 10 instants per every-second clock, 1 per every-10-s one.
+        assert_eq!(expected_ticks(4, 20_000.0, 30_000.0), 2 * 10 + 2);
+        // Half-open: an instant at `until` belongs to the next window.
+        assert_eq!(expected_ticks(1, 1_000.0, 2_000.0), 1);
+        assert_eq!(expected_ticks(3, 500.0, 1_500.0), 2);
+    }
+
+    #[test]
+    fn a_repeated_tick_counts_once_and_ticks_outside_the_window_not_at_all() {
+        let delivery = |tick_id: &str, scheduled_ms: f64, received_ms: f64| Delivery {
+            clock: "c".into(),
+            tick_id: tick_id.into(),
+            scheduled_ms,
+            received_ms,
+            publisher: "p".into(),
+        };
+        let deliveries = [
+            delivery("a", 1_000.0, 1_004.0),
+            delivery("a", 1_000.0, 1_500.0),
+            delivery("b", 2_000.0, 2_010.0),
+            delivery("c", 9_000.0, 9_001.0),
+        ];
+        let summary = summarize(&deliveries, 1, 1_000.0, 3_000.0);
+        assert_eq!((summary.expected, summary.received), (2, 2));
+        assert_eq!(summary.lateness.max_ms, 10.0);
+    }
+}

@@ -1,0 +1,215 @@
+//! `bench`: tickd measured side by side with etcd and with a bare ticker, in one run.
+//!
+//! Run it through `scripts/bench [--quick]`, which builds everything in release mode first.
+//! Four scenarios run in order, each on fresh release-built 3-node clusters on 127.0.0.1:
+//! registrations ([`register`], beside etcd), tick lateness ([`lateness`], beside the bare
+//! ticker), failover ([`failover`]) and footprint ([`footprint`]). The run prints a table per
+//! scenario and the headline figures, writes them all to `target/bench/latest.json`, and
+//! exits non-zero when a floor of the issue does not hold.
+
+mod client;
+mod consumer;
+mod etcd;
+mod failover;
+mod footprint;
+mod lateness;
+mod load;
+mod node_metrics;
+mod population;
+mod register;
+mod report;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use tickd_tests::TestCluster;
+use tickd_tests::rabbit::BROKER_URI;
+
+use crate::report::Report;
+
+/// Benchmarks tickd against etcd and a bare ticker on this machine.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The reduced profile (under 20 minutes on two cores).
+    #[arg(long)]
+    quick: bool,
+    /// Only these scenarios (register, lateness, failover, footprint); all by default.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Where to write the results.
+    #[arg(long, default_value = "target/bench/latest.json")]
+    out: PathBuf,
+    /// The RabbitMQ broker the tick scenarios publish through.
+    #[arg(long, default_value = BROKER_URI)]
+    rabbit: String,
+}
+
+/// The sizes of a run.
+struct Profile {
+    name: &'static str,
+    client_levels: &'static [usize],
+    requests_per_level: usize,
+    lateness_clocks: &'static [usize],
+    lateness_window: Duration,
+    failover_clocks: usize,
+    failover_kills: usize,
+    footprint_clocks: usize,
+}
+
+const QUICK: Profile = Profile {
+    name: "quick",
+    client_levels: &[1, 16, 64, 256],
+    requests_per_level: 2_000,
+    lateness_clocks: &[1_000, 10_000],
+    lateness_window: Duration::from_secs(20),
+    failover_clocks: 1_000,
+    failover_kills: 5,
+    footprint_clocks: 100_000,
+};
+
+const FULL: Profile = Profile {
+    name: "full",
+    client_levels: &[1, 16, 64, 256],
+    requests_per_level: 10_000,
+    lateness_clocks: &[1_000, 10_000, 100_000],
+    lateness_window: Duration::from_secs(40),
+    failover_clocks: 1_000,
+    failover_kills: 20,
+    footprint_clocks: 100_000,
+};
+
+/// How long the footprint scenario's unconsumed queues live (they are deleted at its end).
+const FOOTPRINT_QUEUE_TTL_MS: u64 = 30 * 60 * 1_000;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("bench: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(report) if report.failed.is_empty() && report.floors_missed.is_empty() => {
+            ExitCode::SUCCESS
+        }
+        Ok(report) if report.failed.is_empty() => ExitCode::from(2),
+        Ok(_) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &Args) -> Result<Report, String> {
+    let profile = if args.quick { &QUICK } else { &FULL };
+    let wanted = |scenario: &str| args.only.is_empty() || args.only.iter().any(|s| s == scenario);
+    let http = client::http_client()?;
+    let bare_ticker = beside_this_binary("bare-ticker")?;
+    let mut report = Report {
+        profile: profile.name.to_string(),
+        ..Report::default()
+    };
+
+    if wanted("register") {
+        println!(
+            "== registrations through Raft, beside etcd ({} requests per level)",
+            profile.requests_per_level
+        );
+        let tickd = TestCluster::builder()
+            .nodes(3)
+            .rabbit_uri(None)
+            .start()
+            .await;
+        let rows = match etcd::EtcdCluster::start(3, &http).await {
+            Ok(etcd) => {
+                let levels = profile.client_levels;
+                register::run(&http, &tickd, &etcd, levels, profile.requests_per_level).await
+            }
+            Err(error) => Err(error),
+        };
+        if let Some(rows) = report.record("register", rows) {
+            report.registrations = rows;
+        }
+    }
+    if wanted("lateness") {
+        println!(
+            "== tick lateness, beside a bare ticker ({:?} windows)",
+            profile.lateness_window
+        );
+        for &clocks in profile.lateness_clocks {
+            let cluster = rabbit_cluster(&args.rabbit).start().await;
+            let window = profile.lateness_window;
+            let row =
+                lateness::run(&http, &cluster, &args.rabbit, &bare_ticker, clocks, window).await;
+            if let Some(row) = report.record(&format!("lateness {clocks}"), row) {
+                report.lateness.push(row);
+            }
+        }
+    }
+    if wanted("failover") {
+        let (clocks, kills) = (profile.failover_clocks, profile.failover_kills);
+        println!("== failover: {kills} leader kills, {clocks} clocks");
+        let cluster = rabbit_cluster(&args.rabbit).start().await;
+        let failover = failover::run(&http, &cluster, &args.rabbit, clocks, kills).await;
+        report.failover = report.record("failover", failover);
+    }
+    if wanted("footprint") {
+        println!("== footprint: {} clocks", profile.footprint_clocks);
+        // Nobody consumes the footprint clocks: their queues must outlive the scenario.
+        let cluster = rabbit_cluster(&args.rabbit)
+            .clock_ttl_ms(FOOTPRINT_QUEUE_TTL_MS)
+            .snapshot_every(20_000)
+            .start()
+            .await;
+        let footprint =
+            footprint::run(&http, &cluster, &args.rabbit, profile.footprint_clocks).await;
+        if let Ok(footprint) = &footprint {
+            println!("  {footprint:?}");
+        }
+        report.footprint = report.record("footprint", footprint);
+    }
+
+    report.finished_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    report.conclude();
+    report.print();
+    write(&args.out, &report)?;
+    println!("results written to {}", args.out.display());
+    Ok(report)
+}
+
+/// A 3-node cluster that delivers through `rabbit`, with room for every clock of a run.
+fn rabbit_cluster(rabbit: &str) -> tickd_tests::TestClusterBuilder {
+    TestCluster::builder()
+        .nodes(3)
+        .rabbit_uri(Some(rabbit.to_string()))
+        .clock_ttl_ms(lateness::QUEUE_TTL_MS)
+}
+
+fn write(path: &std::path::Path, report: &Report) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A binary built beside this one (`target/release/`).
+fn beside_this_binary(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("the path of this binary: {e}"))?;
+    let path = exe.with_file_name(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is missing; run the benchmarks through scripts/bench",
+            path.display()
+        ))
+    }
+}

@@ -1,0 +1,263 @@
+//! The run's result: `target/bench/latest.json`, the headline table, and the floors.
+
+use serde::Serialize;
+
+use crate::failover::FailoverResult;
+use crate::footprint::FootprintResult;
+use crate::lateness::LatenessRow;
+use crate::register::{RegisterRow, Target};
+use crate::stats::ratio;
+
+/// The clock count whose lateness is the headline figure.
+pub const HEADLINE_CLOCKS: usize = 10_000;
+/// The client count whose registration rate is the headline figure.
+pub const HEADLINE_CLIENTS: usize = 64;
+
+/// The headline figures, named as the issue and `docs/BENCHMARKS.md` name them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Headline {
+    /// Registrations per second, 64 clients through the followers.
+    pub register_per_s: f64,
+    /// Their p99 latency.
+    pub register_p99_ms: f64,
+    /// etcd puts per second under the same load.
+    pub etcd_put_per_s: f64,
+    /// `register_per_s / etcd_put_per_s`.
+    pub register_vs_etcd: f64,
+    /// p99 tick lateness with 10 000 clocks, receipt minus `scheduled_at`.
+    pub tick_lateness_p99_ms: f64,
+    /// The bare ticker's p99 with the same clocks.
+    pub baseline_lateness_p99_ms: f64,
+    /// `tick_lateness_p99_ms / baseline_lateness_p99_ms`.
+    pub lateness_vs_baseline_p99: f64,
+    /// p99 from a leader kill to the new leader's first delivered tick.
+    pub failover_p99_ms: f64,
+    /// Instants not delivered across the failover scenario.
+    pub failover_lost_ticks: usize,
+    /// Largest node RSS with 100 000 active clocks, divided by the clock count.
+    pub bytes_per_clock: f64,
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// `quick` or `full`.
+    pub profile: String,
+    /// When the run finished, RFC 3339.
+    pub finished_at: String,
+    /// The headline figures.
+    #[serde(flatten)]
+    pub headline: Headline,
+    /// Every registration level.
+    pub registrations: Vec<RegisterRow>,
+    /// Every lateness population.
+    pub lateness: Vec<LatenessRow>,
+    /// The failover scenario.
+    pub failover: Option<FailoverResult>,
+    /// The footprint scenario.
+    pub footprint: Option<FootprintResult>,
+    /// Floors that did not hold.
+    pub floors_missed: Vec<String>,
+    /// Scenarios that could not finish, and why.
+    pub failed: Vec<String>,
+}
+
+impl Report {
+    /// Keeps a scenario's result, or records why it failed so that the run goes on with the
+    /// next scenario and still reports what it measured.
+    pub fn record<T>(&mut self, scenario: &str, result: Result<T, String>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(reason) => {
+                eprintln!("  {scenario} failed: {reason}");
+                self.failed.push(format!("{scenario}: {reason}"));
+                None
+            }
+        }
+    }
+
+    /// Derives the headline figures and checks them against the floors.
+    pub fn conclude(&mut self) {
+        let at = |system: &str| {
+            self.registrations.iter().find(|row| {
+                row.system == system
+                    && row.target == Target::Followers
+                    && row.load.clients == HEADLINE_CLIENTS
+            })
+        };
+        let mut headline = Headline::default();
+        if let (Some(tickd), Some(etcd)) = (at("tickd"), at("etcd")) {
+            headline.register_per_s = tickd.load.per_s;
+            headline.register_p99_ms = tickd.load.latency.p99_ms;
+            headline.etcd_put_per_s = etcd.load.per_s;
+            headline.register_vs_etcd = ratio(tickd.load.per_s, etcd.load.per_s);
+        }
+        if let Some(row) = self
+            .lateness
+            .iter()
+            .find(|row| row.clocks == HEADLINE_CLOCKS)
+        {
+            headline.tick_lateness_p99_ms = row.tickd.lateness.p99_ms;
+            headline.baseline_lateness_p99_ms = row.baseline.lateness.p99_ms;
+            headline.lateness_vs_baseline_p99 =
+                ratio(row.tickd.lateness.p99_ms, row.baseline.lateness.p99_ms);
+        }
+        if let Some(failover) = &self.failover {
+            headline.failover_p99_ms = failover.to_first_tick.p99_ms;
+            headline.failover_lost_ticks = failover.lost_ticks;
+        }
+        if let Some(footprint) = &self.footprint {
+            headline.bytes_per_clock = footprint.bytes_per_clock;
+        }
+        self.floors_missed = floors_missed(&headline);
+        self.headline = headline;
+    }
+
+    /// The headline table.
+    pub fn print(&self) {
+        println!("\n{:<26} {:>10}  floor", "figure", "value");
+        for (name, value) in self.headline.figures() {
+            let floor = FLOORS
+                .iter()
+                .find(|floor| floor.figure == name)
+                .map_or(String::new(), Floor::describe);
+            println!("{name:<26} {value:>10.2}  {floor}");
+        }
+        for failure in &self.failed {
+            println!("scenario failed: {failure}");
+        }
+        if self.floors_missed.is_empty() {
+            println!("\nevery floor holds");
+        } else {
+            println!("\nfloors missed: {}", self.floors_missed.join("; "));
+        }
+    }
+}
+
+/// A floor of the issue: the least (or most) a headline figure may be.
+struct Floor {
+    figure: &'static str,
+    bound: f64,
+    /// Whether the figure must be at least `bound` (else at most).
+    at_least: bool,
+    /// Whether a zero means "not measured" (true for every figure but a count of losses).
+    zero_is_unmeasured: bool,
+}
+
+/// The floors, one place for the table and the check.
+const FLOORS: [Floor; 7] = [
+    Floor {
+        figure: "register_per_s",
+        bound: 2_000.0,
+        at_least: true,
+        zero_is_unmeasured: true,
+    },
+    Floor {
+        figure: "register_vs_etcd",
+        bound: 0.5,
+        at_least: true,
+        zero_is_unmeasured: true,
+    },
+    Floor {
+        figure: "tick_lateness_p99_ms",
+        bound: 10.0,
+        at_least: false,
+        zero_is_unmeasured: true,
+    },
+    Floor {
+        figure: "lateness_vs_baseline_p99",
+        bound: 2.0,
+        at_least: false,
+        zero_is_unmeasured: true,
+    },
+    Floor {
+        figure: "failover_p99_ms",
+        bound: 2_000.0,
+        at_least: false,
+        zero_is_unmeasured: true,
+    },
+    Floor {
+        figure: "failover_lost_ticks",
+        bound: 0.0,
+        at_least: false,
+        zero_is_unmeasured: false,
+    },
+    Floor {
+        figure: "bytes_per_clock",
+        bound: 1_024.0,
+        at_least: false,
+        zero_is_unmeasured: true,
+    },
+];
+
+impl Floor {
+    fn describe(&self) -> String {
+        format!("{} {}", if self.at_least { ">=" } else { "<=" }, self.bound)
+    }
+
+    fn holds(&self, value: f64) -> bool {
+        if self.at_least {
+            value >= self.bound
+        } else {
+            value <= self.bound
+        }
+    }
+}
+
+impl Headline {
+    /// Every headline figure by name, in the order of the table.
+    fn figures(&self) -> [(&'static str, f64); 10] {
+        [
+            ("register_per_s", self.register_per_s),
+            ("register_p99_ms", self.register_p99_ms),
+            ("etcd_put_per_s", self.etcd_put_per_s),
+            ("register_vs_etcd", self.register_vs_etcd),
+            ("tick_lateness_p99_ms", self.tick_lateness_p99_ms),
+            ("baseline_lateness_p99_ms", self.baseline_lateness_p99_ms),
+            ("lateness_vs_baseline_p99", self.lateness_vs_baseline_p99),
+            ("failover_p99_ms", self.failover_p99_ms),
+            ("failover_lost_ticks", self.failover_lost_ticks as f64),
+            ("bytes_per_clock", self.bytes_per_clock),
+        ]
+    }
+}
+
+/// The floors of the issue that a measured figure misses.
+fn floors_missed(h: &Headline) -> Vec<String> {
+    let figures = h.figures();
+    FLOORS
+        .iter()
+        .filter_map(|floor| {
+            let (_, value) = figures.iter().find(|(name, _)| *name == floor.figure)?;
+            let measured = *value > 0.0 || !floor.zero_is_unmeasured;
+            (measured && !floor.holds(*value)).then(|| {
+                format!(
+                    "{} {value} misses its floor {}",
+                    floor.figure,
+                    floor.describe()
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unmeasured_figures_miss_no_floor_and_measured_ones_are_checked() {
+        assert!(floors_missed(&Headline::default()).is_empty());
+        let headline = Headline {
+            register_per_s: 1_500.0,
+            register_vs_etcd: 0.7,
+            failover_lost_ticks: 2,
+            bytes_per_clock: 900.0,
+            ..Headline::default()
+        };
+        let missed = floors_missed(&headline);
+        assert_eq!(missed.len(), 2, "{missed:?}");
+        assert!(missed[0].starts_with("register_per_s"));
+        assert!(missed[1].starts_with("failover_lost_ticks"));
+    }
+}

@@ -1,0 +1,138 @@
+//! The engine's metrics: what the leader did with ticks, recorded through the `metrics`
+//! facade.
+//!
+//! The counters count this node's own work while it led, since it started: Prometheus sums
+//! them over the nodes and `rate()` absorbs restarts. Which node counted a tick therefore
+//! tells who fired it. The names are constants so that recording and describing cannot drift
+//! apart; [`describe`] is called once by the binary after it installs a recorder.
+
+use std::time::Duration;
+
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use tickd_domain::Filed;
+
+/// Scheduled ticks filed for delivery by the intents this node proposed as leader (fired).
+pub const TICKS_FILED: &str = "tickd_ticks_filed_total";
+/// Of the filed ticks, those filed after their instant: a leader change or a stall.
+pub const TICKS_LATE: &str = "tickd_ticks_late_total";
+/// Missed ticks older than the catch-up window, folded into a later tick.
+pub const TICKS_COALESCED: &str = "tickd_ticks_coalesced_total";
+/// Ticks dropped from full http queues.
+pub const TICKS_DROPPED: &str = "tickd_ticks_dropped_total";
+/// Ticks handed to RabbitMQ, first deliveries and repeats alike.
+pub const TICKS_PUBLISHED: &str = "tickd_ticks_published_total";
+/// Ticks the broker confirmed as stored in their clock's queue.
+pub const TICKS_DELIVERED: &str = "tickd_ticks_delivered_total";
+/// Ticks published again after a failover (see [`record_redelivered`]).
+pub const TICKS_REDELIVERED: &str = "tickd_ticks_redelivered_total";
+/// Ticks the broker returned because their clock's queue no longer exists.
+pub const TICKS_UNROUTABLE: &str = "tickd_ticks_unroutable_total";
+/// Publishes that failed or were not confirmed; those ticks are published again.
+pub const TICK_PUBLISH_FAILURES: &str = "tickd_tick_publish_failures_total";
+/// How late a tick was handed to the broker, after its instant.
+pub const TICK_PUBLISH_LATENESS: &str = "tickd_tick_publish_lateness_seconds";
+/// From handing a tick to the broker to the broker's confirmation.
+pub const TICK_CONFIRM_DURATION: &str = "tickd_tick_confirm_duration_seconds";
+/// Whether this node holds a live connection to RabbitMQ.
+pub const RABBITMQ_CONNECTED: &str = "tickd_rabbitmq_connected";
+
+/// Registers the help text and unit of every engine metric with the installed recorder.
+pub fn describe() {
+    describe_counter!(
+        TICKS_FILED,
+        "Scheduled ticks filed for delivery by the intents this node proposed as leader"
+    );
+    describe_counter!(
+        TICKS_LATE,
+        "Filed ticks that were already due when filed (a leader change or a stall)"
+    );
+    describe_counter!(
+        TICKS_COALESCED,
+        "Missed ticks older than the catch-up window, folded into a later tick"
+    );
+    describe_counter!(
+        TICKS_DROPPED,
+        "Ticks dropped from full http queues (http_queue_limit)"
+    );
+    describe_counter!(TICKS_PUBLISHED, "Ticks this node handed to RabbitMQ");
+    describe_counter!(
+        TICKS_DELIVERED,
+        "Ticks the broker confirmed as stored in their clock's queue"
+    );
+    describe_counter!(
+        TICKS_REDELIVERED,
+        "Ticks inherited from the previous leader, already due at the takeover and published \
+         again: consumers may see them twice, with the same tick_id"
+    );
+    describe_counter!(
+        TICKS_UNROUTABLE,
+        "Ticks the broker returned because the clock's queue expired (the clock is purged)"
+    );
+    describe_counter!(
+        TICK_PUBLISH_FAILURES,
+        "Publishes that failed or were not confirmed; the ticks stay in the outbox"
+    );
+    describe_histogram!(
+        TICK_PUBLISH_LATENESS,
+        Unit::Seconds,
+        "How long after its instant a tick was handed to RabbitMQ"
+    );
+    describe_histogram!(
+        TICK_CONFIRM_DURATION,
+        Unit::Seconds,
+        "From handing a tick to RabbitMQ to the broker's confirmation"
+    );
+    describe_gauge!(
+        RABBITMQ_CONNECTED,
+        "1 while this node holds a live RabbitMQ connection, 0 otherwise (the leader opens it \
+         at its first publish)"
+    );
+}
+
+/// Counts what one committed intent filed.
+pub(crate) fn record_filed(filed: &Filed) {
+    counter!(TICKS_FILED).increment(filed.ticks);
+    counter!(TICKS_LATE).increment(filed.late);
+    counter!(TICKS_COALESCED).increment(filed.coalesced);
+    counter!(TICKS_DROPPED).increment(filed.dropped);
+}
+
+/// Counts one tick handed to the broker, `lateness` after its instant.
+pub(crate) fn record_published(lateness: Duration) {
+    counter!(TICKS_PUBLISHED).increment(1);
+    record_seconds(TICK_PUBLISH_LATENESS, lateness);
+}
+
+/// Counts one tick whose previous leader may have published it already: it was in the outbox
+/// and due when this node took over, so its confirmation had not been committed.
+pub(crate) fn record_redelivered() {
+    counter!(TICKS_REDELIVERED).increment(1);
+}
+
+/// Counts one tick the broker confirmed `after` its publish.
+pub(crate) fn record_delivered(after: Duration) {
+    counter!(TICKS_DELIVERED).increment(1);
+    record_seconds(TICK_CONFIRM_DURATION, after);
+}
+
+/// Counts one tick returned by the broker: its queue is gone.
+pub(crate) fn record_unroutable() {
+    counter!(TICKS_UNROUTABLE).increment(1);
+}
+
+/// Counts one failed or unconfirmed publish.
+pub(crate) fn record_publish_failure() {
+    counter!(TICK_PUBLISH_FAILURES).increment(1);
+}
+
+/// Records whether this node is connected to RabbitMQ.
+pub(crate) fn record_connected(connected: bool) {
+    gauge!(RABBITMQ_CONNECTED).set(if connected { 1.0 } else { 0.0 });
+}
+
+/// Records a duration in seconds, the unit of every engine histogram.
+fn record_seconds(name: &'static str, value: Duration) {
+    histogram!(name).record(value.as_secs_f64());
+}

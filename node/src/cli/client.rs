@@ -1,0 +1,176 @@
+//! The HTTP client of the admin commands: one node's API, the token, and errors an operator
+//! can act on.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// How long connecting to the node may take: it is on a local network, so longer means down.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long one admin request may take. Adding a node waits for it to catch up (up to 30 s)
+/// and a backup of a large registry takes a while; everything else answers in milliseconds.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Why an admin command failed. Every message names what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// No connection, or no answer in time.
+    #[error(
+        "cannot reach tickd at {api}: {reason}; is the node running, and is --api (or \
+         TICKD_API) its API address?"
+    )]
+    Unreachable {
+        /// The API base URL that was tried.
+        api: String,
+        /// What the HTTP client reported, with its causes.
+        reason: String,
+    },
+    /// The node answered 403.
+    #[error("the access token was refused by {api}; check --token (or ACCESS_TOKEN)")]
+    TokenRefused {
+        /// The API base URL.
+        api: String,
+    },
+    /// The node answered with an error; its JSON message says why.
+    #[error("{message} (HTTP {status})")]
+    Api {
+        /// The HTTP status.
+        status: u16,
+        /// The `message` of the JSON error body.
+        message: String,
+    },
+    /// The answer is not the JSON tickd sends: something else listens at the address.
+    #[error("{api} answered with something that is not tickd's JSON ({reason}); is --api right?")]
+    Garbled {
+        /// The API base URL.
+        api: String,
+        /// What did not decode.
+        reason: String,
+    },
+    /// The command line is incomplete.
+    #[error("{0}")]
+    Usage(String),
+    /// A local file could not be read or written.
+    #[error("{what} {path}: {source}")]
+    File {
+        /// What was being done ("cannot write the backup to").
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A backup file is not one this tickd can restore.
+    #[error("{path}: {reason}")]
+    Backup {
+        /// The file.
+        path: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+}
+
+/// A connection to one node's API.
+#[derive(Debug, Clone)]
+pub struct AdminClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl AdminClient {
+    /// A client for the API at `api` (`http://host:port`, or just `host:port`).
+    pub fn new(api: &str, token: Option<String>) -> Result<Self, CliError> {
+        let token = token.filter(|token| !token.is_empty()).ok_or_else(|| {
+            CliError::Usage(
+                "no access token: pass --token or set ACCESS_TOKEN (a node without a configured \
+                 token stores a generated one in its data directory, in access-token)"
+                    .into(),
+            )
+        })?;
+        let base = if api.contains("://") {
+            api.trim_end_matches('/').to_string()
+        } else {
+            format!("http://{}", api.trim_end_matches('/'))
+        };
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|error| CliError::Usage(format!("cannot build an HTTP client: {error}")))?;
+        Ok(Self { http, base, token })
+    }
+
+    /// The base URL of the node's API, for messages.
+    pub fn api(&self) -> &str {
+        &self.base
+    }
+
+    /// GETs `path` and returns the JSON answer.
+    pub async fn get(&self, path: &str) -> Result<Value, CliError> {
+        self.send(Method::GET, path, None).await
+    }
+
+    /// Sends a request with an optional JSON body and returns the JSON answer.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, CliError> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|error| self.unreachable(&error))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| self.unreachable(&error))?;
+        if status == StatusCode::FORBIDDEN {
+            return Err(CliError::TokenRefused {
+                api: self.base.clone(),
+            });
+        }
+        let garbled = |reason: String| CliError::Garbled {
+            api: self.base.clone(),
+            reason,
+        };
+        let json: Value = serde_json::from_str(&text)
+            .map_err(|error| garbled(format!("HTTP {status}, {error}")))?;
+        if status.is_success() {
+            return Ok(json);
+        }
+        match json.get("message").and_then(Value::as_str) {
+            Some(message) => Err(CliError::Api {
+                status: status.as_u16(),
+                message: message.to_string(),
+            }),
+            None => Err(garbled(format!("HTTP {status} without an error message"))),
+        }
+    }
+
+    fn unreachable(&self, error: &reqwest::Error) -> CliError {
+        let mut reason = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            reason = format!("{reason}: {cause}");
+            source = cause.source();
+        }
+        CliError::Unreachable {
+            api: self.base.clone(),
+            reason,
+        }
+    }
+}

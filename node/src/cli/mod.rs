@@ -1,0 +1,221 @@
+//! The admin commands of `tickd`: `cluster`, `clocks`, `backup` and `restore`.
+//!
+//! Each talks to one node's REST API over HTTP, like `etcdctl` or `consul members`: any node
+//! will do, since every node forwards writes to the leader and serves linearizable reads. The
+//! output is a table for people, or with `--json` the API's own JSON for scripts. Failures
+//! exit non-zero with one line on stderr that says what to check: the address for an
+//! unreachable node, the token for a 403, the API's message for anything else.
+//!
+//! One module per group of commands; [`client`] is the only one that speaks HTTP.
+
+mod backup;
+mod client;
+mod clocks;
+mod cluster;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use crate::cli::client::{AdminClient, CliError};
+use crate::cli::clocks::Action;
+
+/// The API address the commands use when neither `--api` nor `TICKD_API` is given: the
+/// single-node default.
+const DEFAULT_API: &str = "http://127.0.0.1:9643";
+
+/// An admin command.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Show or change the cluster's membership.
+    Cluster {
+        /// Which node to ask, and how.
+        #[command(flatten)]
+        target: Target,
+        /// What to do.
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+    /// List, read, pause, resume or tick clocks.
+    Clocks {
+        /// Which node to ask, and how.
+        #[command(flatten)]
+        target: Target,
+        /// What to do.
+        #[command(subcommand)]
+        command: ClocksCommand,
+    },
+    /// Write a consistent copy of the cluster's clocks and undelivered ticks to a file.
+    Backup {
+        /// Which node to ask, and how.
+        #[command(flatten)]
+        target: Target,
+        /// The file to write (replaced atomically).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Seed a freshly formed cluster, which must hold no clock, from a backup file.
+    Restore {
+        /// Which node to ask, and how.
+        #[command(flatten)]
+        target: Target,
+        /// The backup file written by `tickd backup`.
+        #[arg(long = "in", value_name = "FILE")]
+        input: PathBuf,
+    },
+}
+
+/// `tickd cluster …`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// The leader, the term, and every member's role and progress.
+    Status,
+    /// Add a running node (started with `join = true` in its cluster file) as a voter. It
+    /// catches up as a learner first.
+    ///
+    /// The new node's addresses are `--node-api` and `--node-raft`, because `--api` names the
+    /// node this command talks to, as in every other command.
+    AddNode {
+        /// The new node's id.
+        #[arg(long)]
+        id: u64,
+        /// The new node's API address, ip:port.
+        #[arg(long, value_name = "IP:PORT")]
+        node_api: String,
+        /// The new node's Raft address, ip:port.
+        #[arg(long, value_name = "IP:PORT")]
+        node_raft: String,
+    },
+    /// Take a member out of the cluster (the leader too: it steps down).
+    RemoveNode {
+        /// The member's id.
+        id: u64,
+    },
+}
+
+/// `tickd clocks …`.
+#[derive(Debug, Subcommand)]
+pub enum ClocksCommand {
+    /// Every clock.
+    List,
+    /// One clock.
+    Get {
+        /// The clock's id.
+        id: String,
+    },
+    /// Stop a clock's scheduled ticks.
+    Pause {
+        /// The clock's id.
+        id: String,
+    },
+    /// Restart a paused clock's scheduled ticks.
+    Resume {
+        /// The clock's id.
+        id: String,
+    },
+    /// Deliver one tick to a clock now.
+    Tick {
+        /// The clock's id.
+        id: String,
+    },
+}
+
+/// The node to talk to and how to print: accepted before or after the subcommand.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The API of any node of the cluster.
+    #[arg(long, global = true, env = "TICKD_API", default_value = DEFAULT_API)]
+    api: String,
+    /// The cluster's access token.
+    #[arg(long, global = true, env = "ACCESS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+/// What a command prints: the JSON for `--json`, the text otherwise.
+pub struct Output {
+    json: Value,
+    text: String,
+}
+
+/// Runs an admin command; prints its output or its error and returns the exit code.
+pub fn run(command: AdminCommand) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("tickd: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let json = target_of(&command).json;
+    match runtime.block_on(execute(command)) {
+        Ok(output) => {
+            if json {
+                let pretty = serde_json::to_string_pretty(&output.json)
+                    .unwrap_or_else(|_| output.json.to_string());
+                println!("{pretty}");
+            } else {
+                println!("{}", output.text);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("tickd: {error}");
+            match error {
+                CliError::Usage(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+fn target_of(command: &AdminCommand) -> &Target {
+    match command {
+        AdminCommand::Cluster { target, .. }
+        | AdminCommand::Clocks { target, .. }
+        | AdminCommand::Backup { target, .. }
+        | AdminCommand::Restore { target, .. } => target,
+    }
+}
+
+async fn execute(command: AdminCommand) -> Result<Output, CliError> {
+    let target = target_of(&command);
+    let client = AdminClient::new(&target.api, target.token.clone())?;
+    match command {
+        AdminCommand::Cluster { command, .. } => match command {
+            ClusterCommand::Status => cluster::status(&client).await,
+            ClusterCommand::AddNode {
+                id,
+                node_api,
+                node_raft,
+            } => cluster::add_node(&client, id, &node_api, &node_raft).await,
+            ClusterCommand::RemoveNode { id } => cluster::remove_node(&client, id).await,
+        },
+        AdminCommand::Clocks { command, .. } => match command {
+            ClocksCommand::List => clocks::list(&client).await,
+            ClocksCommand::Get { id } => clocks::get(&client, &id).await,
+            ClocksCommand::Pause { id } => clocks::act(&client, &id, Action::Pause).await,
+            ClocksCommand::Resume { id } => clocks::act(&client, &id, Action::Resume).await,
+            ClocksCommand::Tick { id } => clocks::act(&client, &id, Action::Tick).await,
+        },
+        AdminCommand::Backup { out, .. } => backup::backup(&client, &out).await,
+        AdminCommand::Restore { input, .. } => backup::restore(&client, &input).await,
+    }
+}
+
+/// A field of a JSON object as a table cell: strings bare, absent or null as `-`.
+fn field(value: &Value, key: &str) -> String {
+    match value.get(key) {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    }
+}

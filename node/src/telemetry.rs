@@ -1,0 +1,57 @@
+//! The node's metrics recorder: the one place that knows the Prometheus exporter.
+//!
+//! Every crate records through the `metrics` facade and describes its own metrics; this module
+//! installs the recorder those records reach, registers every crate's descriptions, keeps the
+//! recorder's upkeep going, and hands the API the closure that renders a scrape. The exporter
+//! runs no listener of its own: `/metrics` is a route of the API, behind its token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+use tickd_api::RenderMetrics;
+use tickd_raft::StateHandle;
+use tokio::sync::watch;
+
+/// Bucket bounds, in seconds, of every histogram: every tickd histogram is a duration, from a
+/// sub-millisecond fsync to a tick published a minute late (the default catch-up window).
+const SECONDS_BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// How often the recorder drains histogram samples that no scrape has collected, so that
+/// memory stays bounded when nobody scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Installs the process-wide recorder and describes every metric of every crate.
+pub fn install() -> Result<PrometheusHandle, BuildError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets(&SECONDS_BUCKETS)?
+        .install_recorder()?;
+    tickd_raft::telemetry::describe();
+    tickd_storage::telemetry::describe();
+    tickd_engine::telemetry::describe();
+    tickd_api::telemetry::describe();
+    Ok(handle)
+}
+
+/// The closure behind `GET /metrics`: it measures the replicated state, then renders every
+/// metric.
+pub fn renderer(handle: PrometheusHandle, state: StateHandle) -> RenderMetrics {
+    Arc::new(move || {
+        tickd_raft::telemetry::record_state(&state);
+        handle.render()
+    })
+}
+
+/// Runs the recorder's upkeep until `stop` turns true.
+pub async fn upkeep(handle: PrometheusHandle, mut stop: watch::Receiver<bool>) {
+    let mut ticks = tokio::time::interval(UPKEEP_EVERY);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => return,
+            _ = ticks.tick() => handle.run_upkeep(),
+        }
+    }
+}

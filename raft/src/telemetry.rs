@@ -1,0 +1,159 @@
+//! The consensus layer's metrics: this node's Raft role and progress, writes forwarded to the
+//! leader, and the replicated state's size.
+//!
+//! openraft publishes its view of the node on a watch channel ([`Raft::metrics`]); [`watch`]
+//! follows it and mirrors it into gauges, and counts each new leader it sees. The replicated
+//! state (clocks by status, outbox depth) is measured by [`record_state`] when a scrape asks,
+//! not on every applied entry: counting a million clocks is cheap once per scrape and wasteful
+//! ten times a second. Everything is recorded through the `metrics` facade; the binary chooses
+//! the recorder and calls [`describe`] once.
+
+use std::time::Duration;
+
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+use openraft::ServerState;
+use tickd_domain::ClockStatus;
+use tokio::sync::watch as channel;
+
+use crate::{NodeId, Raft, StateHandle};
+
+/// The current Raft term as this node knows it.
+pub const TERM: &str = "tickd_raft_term";
+/// 1 while this node leads, else 0.
+pub const IS_LEADER: &str = "tickd_raft_is_leader";
+/// 1 while this node knows a leader (itself or another), else 0.
+pub const HAS_LEADER: &str = "tickd_raft_has_leader";
+/// Leaders this node has seen take office (a new term with a known leader).
+pub const LEADER_CHANGES: &str = "tickd_raft_leader_changes_total";
+/// The index of the last entry in this node's log.
+pub const LAST_LOG_INDEX: &str = "tickd_raft_last_log_index";
+/// The index of the last entry applied to this node's state machine.
+pub const LAST_APPLIED_INDEX: &str = "tickd_raft_last_applied_index";
+/// The last index covered by this node's snapshot.
+pub const SNAPSHOT_INDEX: &str = "tickd_raft_snapshot_index";
+/// Requests this node sent to the leader's internal routes, by route and result.
+pub const FORWARDED: &str = "tickd_forwarded_requests_total";
+/// How long a forwarded request took, by route.
+pub const FORWARD_DURATION: &str = "tickd_forward_duration_seconds";
+/// Clocks in the registry, by status.
+pub const CLOCKS: &str = "tickd_clocks";
+/// RabbitMQ ticks committed and not yet confirmed by the broker.
+pub const OUTBOX_TICKS: &str = "tickd_outbox_ticks";
+/// Http-channel ticks waiting in their queues to be popped.
+pub const HTTP_QUEUED_TICKS: &str = "tickd_http_queued_ticks";
+
+/// The statuses a clock gauge is kept for, so that a status with no clock reads 0 instead
+/// of vanishing.
+const STATUSES: [ClockStatus; 3] = [
+    ClockStatus::Pending,
+    ClockStatus::Active,
+    ClockStatus::Paused,
+];
+
+/// Registers the help text and unit of every consensus metric with the installed recorder.
+pub fn describe() {
+    describe_gauge!(TERM, "The current Raft term as this node knows it");
+    describe_gauge!(IS_LEADER, "1 while this node is the Raft leader, else 0");
+    describe_gauge!(
+        HAS_LEADER,
+        "1 while this node knows a leader (itself or another), else 0"
+    );
+    describe_counter!(
+        LEADER_CHANGES,
+        "Leaders this node has seen take office (a new term with a known leader)"
+    );
+    describe_gauge!(
+        LAST_LOG_INDEX,
+        "The index of the last entry in this node's log"
+    );
+    describe_gauge!(
+        LAST_APPLIED_INDEX,
+        "The index of the last entry applied to this node's state machine"
+    );
+    describe_gauge!(
+        SNAPSHOT_INDEX,
+        "The last log index covered by this node's snapshot"
+    );
+    describe_counter!(
+        FORWARDED,
+        "Requests forwarded to the leader's internal routes, by route and result (ok, \
+         declined: the peer no longer leads, unreachable)"
+    );
+    describe_histogram!(
+        FORWARD_DURATION,
+        Unit::Seconds,
+        "How long one request forwarded to the leader took, by route"
+    );
+    describe_gauge!(CLOCKS, "Clocks in the registry, by status");
+    describe_gauge!(
+        OUTBOX_TICKS,
+        "RabbitMQ ticks committed and not yet confirmed by the broker"
+    );
+    describe_gauge!(
+        HTTP_QUEUED_TICKS,
+        "Http-channel ticks waiting in their queues to be popped (including ticks filed ahead)"
+    );
+}
+
+/// Mirrors openraft's view of this node into gauges until `stop` turns true or Raft shuts
+/// down.
+pub async fn watch(raft: Raft, mut stop: channel::Receiver<bool>) {
+    let mut metrics = raft.metrics();
+    let mut last_leader: Option<(u64, NodeId)> = None;
+    loop {
+        {
+            let current = metrics.borrow_and_update();
+            gauge!(TERM).set(current.current_term as f64);
+            gauge!(IS_LEADER).set(flag(current.state == ServerState::Leader));
+            gauge!(HAS_LEADER).set(flag(current.current_leader.is_some()));
+            gauge!(LAST_LOG_INDEX).set(current.last_log_index.unwrap_or(0) as f64);
+            let applied = current.last_applied.map_or(0, |log_id| log_id.index);
+            gauge!(LAST_APPLIED_INDEX).set(applied as f64);
+            let snapshot = current.snapshot.map_or(0, |log_id| log_id.index);
+            gauge!(SNAPSHOT_INDEX).set(snapshot as f64);
+            if let Some(leader) = current.current_leader {
+                let seen = (current.current_term, leader);
+                if last_leader != Some(seen) {
+                    last_leader = Some(seen);
+                    counter!(LEADER_CHANGES).increment(1);
+                }
+            }
+        }
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => return,
+            changed = metrics.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Measures the replicated state: clocks by status, and ticks waiting for delivery. Called
+/// on every scrape; it holds the state's read lock for one pass over the clocks.
+pub fn record_state(state: &StateHandle) {
+    let state = state.read();
+    let registry = &state.registry;
+    let mut by_status = [0u64; STATUSES.len()];
+    for clock in registry.clocks() {
+        if let Some(slot) = STATUSES.iter().position(|status| *status == clock.status) {
+            by_status[slot] += 1;
+        }
+    }
+    for (status, count) in STATUSES.iter().zip(by_status) {
+        gauge!(CLOCKS, "status" => status.as_str()).set(count as f64);
+    }
+    let ledger = registry.ledger();
+    gauge!(OUTBOX_TICKS).set(ledger.outbox.len() as f64);
+    let queued: usize = ledger.queues.values().map(|queue| queue.len()).sum();
+    gauge!(HTTP_QUEUED_TICKS).set(queued as f64);
+}
+
+/// Counts one request forwarded to the leader's internal `route`, and how long it took.
+pub(crate) fn record_forwarded(route: &'static str, result: &'static str, took: Duration) {
+    counter!(FORWARDED, "route" => route, "result" => result).increment(1);
+    histogram!(FORWARD_DURATION, "route" => route).record(took.as_secs_f64());
+}
+
+fn flag(on: bool) -> f64 {
+    if on { 1.0 } else { 0.0 }
+}

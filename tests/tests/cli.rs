@@ -1,0 +1,246 @@
+//! The admin CLI (`tickd cluster|clocks|backup|restore`), run as a process against real
+//! clusters: every subcommand, its table and `--json` output, and its error paths.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use tickd_tests::api::{clock_id, register};
+use tickd_tests::cluster::{READY_TIMEOUT, tickd_binary};
+use tickd_tests::{TestCluster, ports, unique_name};
+
+/// What one run of the CLI printed.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// Asserts a zero exit and returns stdout.
+    fn ok(self, what: &str) -> String {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "{what}: exit {:?}\nstdout: {}\nstderr: {}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self.stdout
+    }
+
+    /// Asserts the exit code and that stderr says `says`.
+    fn fails(self, what: &str, code: i32, says: &str) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{what}: exit {:?}\nstdout: {}\nstderr: {}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        assert!(
+            self.stderr.contains(says),
+            "{what}: stderr {:?} should say {says:?}",
+            self.stderr
+        );
+    }
+
+    fn json(self, what: &str) -> Value {
+        let stdout = self.ok(what);
+        serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("{what}: {error}: {stdout}"))
+    }
+}
+
+/// Runs `tickd ARGS` against `api` with `token` (blocking: the CLI is a short process, run on
+/// the blocking pool so the runtime keeps serving).
+async fn tickd(api: &str, token: Option<&str>, args: &[&str]) -> Run {
+    let mut command = Command::new(tickd_binary());
+    command
+        .args(args)
+        .env_remove("ACCESS_TOKEN")
+        .env("TICKD_API", api)
+        .stdin(Stdio::null());
+    if let Some(token) = token {
+        command.env("ACCESS_TOKEN", token);
+    }
+    let output: Output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the CLI task")
+        .expect("run the tickd CLI");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn path_arg(path: &Path) -> String {
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
+    let cluster = TestCluster::builder().nodes(4).joining([4]).start().await;
+    let api = cluster.api_url(2);
+    let token = Some(cluster.token());
+
+    // cluster status: a table, and JSON for scripts.
+    let status = tickd(&api, token, &["cluster", "status"])
+        .await
+        .ok("status");
+    assert!(status.starts_with("leader: "), "{status}");
+    assert!(
+        status.contains("ROLE") && status.contains("leader"),
+        "{status}"
+    );
+    let view = tickd(&api, token, &["cluster", "status", "--json"])
+        .await
+        .json("status --json");
+    assert_eq!(view["nodes"].as_array().map(Vec::len), Some(3), "{view}");
+
+    // clocks list | get | pause | resume | tick.
+    let name = unique_name("cli");
+    let (code, _, created) = register(&cluster, 1, &name, "every.1.hours").await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    let id = clock_id(&created);
+    let listed = tickd(&api, token, &["clocks", "list"]).await.ok("list");
+    assert!(
+        listed.starts_with("ID") && listed.contains(&id) && listed.contains(&name),
+        "{listed}"
+    );
+    let listed = tickd(&api, token, &["clocks", "list", "--json"])
+        .await
+        .json("list --json");
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|clocks| clocks.iter().any(|c| c["id"] == id.as_str()))
+    );
+    let got = tickd(&api, token, &["clocks", "get", &id]).await.ok("get");
+    assert!(
+        got.contains(&format!("id: {id}")) && got.contains("status: ACTIVE"),
+        "{got}"
+    );
+    for (verb, status) in [
+        ("pause", "PAUSED"),
+        ("tick", "PAUSED"),
+        ("resume", "ACTIVE"),
+    ] {
+        let clock = tickd(&api, token, &["clocks", verb, &id, "--json"])
+            .await
+            .json(verb);
+        assert_eq!(clock["status"], status, "{verb}: {clock}");
+    }
+
+    // Error paths: an unknown clock, a wrong token, no token, an unreachable node.
+    tickd(&api, token, &["clocks", "get", "no-such-clock"])
+        .await
+        .fails("unknown clock", 1, "there is no clock with id");
+    tickd(&api, Some("wrong"), &["clocks", "list"]).await.fails(
+        "wrong token",
+        1,
+        "the access token was refused",
+    );
+    tickd(&api, None, &["cluster", "status"])
+        .await
+        .fails("no token", 2, "no access token");
+    let nowhere = format!("http://127.0.0.1:{}", ports::allocate(1)[0]);
+    // --api wins over TICKD_API.
+    tickd(&api, token, &["cluster", "status", "--api", &nowhere])
+        .await
+        .fails(
+            "unreachable",
+            1,
+            &format!("cannot reach tickd at {nowhere}"),
+        );
+
+    // cluster add-node | remove-node, and their refusals.
+    cluster.restart(4);
+    cluster.wait_serving(4, READY_TIMEOUT).await;
+    let (node_api, node_raft) = (
+        cluster.api_addr(4).to_string(),
+        cluster.raft_addr(4).to_string(),
+    );
+    let added = tickd(
+        &api,
+        token,
+        &[
+            "cluster",
+            "add-node",
+            "--id",
+            "4",
+            "--node-api",
+            &node_api,
+            "--node-raft",
+            &node_raft,
+        ],
+    )
+    .await
+    .ok("add-node");
+    assert!(added.contains("node 4 is a voter now"), "{added}");
+    tickd(&api, token, &["cluster", "remove-node", "9"])
+        .await
+        .fails("remove unknown", 1, "node 9 is not a member");
+    let removed = tickd(&api, token, &["cluster", "remove-node", "4", "--json"])
+        .await
+        .json("remove-node");
+    let voters: Vec<u64> = removed["voters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|node| node["id"].as_u64())
+        .collect();
+    assert_eq!(voters, [1, 2, 3], "{removed}");
+    cluster.kill(4);
+
+    // backup, then restore: refused into this cluster, accepted into a fresh one.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("tickd.backup");
+    let out = tickd(&api, token, &["backup", "--out", &path_arg(&file)])
+        .await
+        .ok("backup");
+    assert!(out.contains("backed up 1 clocks"), "{out}");
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).expect("the backup file"))
+        .expect("the backup is JSON");
+    assert_eq!(saved["format"], "tickd-backup");
+    tickd(&api, token, &["restore", "--in", &path_arg(&file)])
+        .await
+        .fails(
+            "restore into a cluster with clocks",
+            1,
+            "already holds 1 clocks",
+        );
+    let bad = dir.path().join("not-a-backup.json");
+    std::fs::write(&bad, "{\"clocks\": []}").expect("write a file");
+    tickd(&api, token, &["restore", "--in", &path_arg(&bad)])
+        .await
+        .fails("restore a non-backup", 1, "not a tickd backup");
+    tickd(
+        &api,
+        token,
+        &["restore", "--in", &path_arg(&dir.path().join("missing"))],
+    )
+    .await
+    .fails("restore a missing file", 1, "cannot read the backup");
+
+    let fresh = TestCluster::start(1).await;
+    let restored = tickd(
+        &fresh.api_url(1),
+        Some(fresh.token()),
+        &["restore", "--in", &path_arg(&file)],
+    )
+    .await
+    .ok("restore");
+    assert!(restored.contains("restored 1 clocks"), "{restored}");
+    let got = tickd(
+        &fresh.api_url(1),
+        Some(fresh.token()),
+        &["clocks", "get", &id, "--json"],
+    )
+    .await
+    .json("get after restore");
+    assert_eq!(got["status"], "ACTIVE", "{got}");
+}

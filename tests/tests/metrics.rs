@@ -1,0 +1,339 @@
+//! `GET /metrics`, black-box: real processes scraped the way Prometheus scrapes them, the text
+//! parsed by a Prometheus text-format parser, not by string matching.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prometheus_parse::{Sample, Value};
+use reqwest::{Method, StatusCode};
+use tickd_tests::api::{self, anonymous, authed, register};
+use tickd_tests::rabbit::{self, Consumers};
+use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
+
+/// One parsed scrape of one node.
+struct Scrape {
+    node: NodeId,
+    samples: Vec<Sample>,
+}
+
+impl Scrape {
+    /// The sum of the samples of `metric` whose labels include every pair of `labels`; 0 when
+    /// there is none (a counter that never moved is absent until its first increment).
+    fn value(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
+        self.samples
+            .iter()
+            .filter(|sample| sample.metric == metric)
+            .filter(|sample| {
+                labels
+                    .iter()
+                    .all(|(key, value)| sample.labels.get(key) == Some(*value))
+            })
+            .map(|sample| match &sample.value {
+                Value::Counter(value) | Value::Gauge(value) | Value::Untyped(value) => *value,
+                other => panic!("node {}: {metric} is not a number: {other:?}", self.node),
+            })
+            .sum()
+    }
+
+    /// Whether the histogram is exposed as a real Prometheus histogram (with buckets), which
+    /// is what lets an operator compute a p99 across nodes.
+    fn has_buckets(&self, histogram: &str) -> bool {
+        self.samples.iter().any(|sample| {
+            sample.metric == histogram
+                && matches!(&sample.value, Value::Histogram(buckets) if !buckets.is_empty())
+        })
+    }
+}
+
+/// Scrapes a node with the cluster's token.
+async fn scrape(cluster: &TestCluster, node: NodeId) -> Scrape {
+    let response = authed(cluster, Method::GET, node, "/metrics")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("node {node}: GET /metrics: {}", api::describe(&error)));
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "node {node}: GET /metrics"
+    );
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "node {node}: the Prometheus text format, not {content_type:?}"
+    );
+    let text = response.text().await.expect("the scrape's body");
+    let lines = text.lines().map(|line| Ok(line.to_string()));
+    let parsed = prometheus_parse::Scrape::parse(lines)
+        .unwrap_or_else(|error| panic!("node {node}: the scrape does not parse: {error}"));
+    Scrape {
+        node,
+        samples: parsed.samples,
+    }
+}
+
+/// Asserts that each counter is higher in `later` than in `earlier`.
+fn assert_moved(earlier: &Scrape, later: &Scrape, counters: &[&str]) {
+    for counter in counters {
+        let (before, after) = (earlier.value(counter, &[]), later.value(counter, &[]));
+        assert!(
+            after > before,
+            "node {}: {counter} did not move between two scrapes ({before} then {after})",
+            later.node
+        );
+    }
+}
+
+/// Sleeps until `offset` past the next whole second of the wall clock: every
+/// `every.1.seconds` tick falls on a whole second.
+async fn sleep_until_after_next_second(offset: Duration) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let into_second = Duration::from_nanos(u64::from(now.subsec_nanos()));
+    tokio::time::sleep(Duration::from_secs(1) - into_second + offset).await;
+}
+
+/// Tick ids that consumers received from `new` after `since` (by the publishing node's
+/// `app_id`) and also from `old`: ticks the new leader delivered again after taking over.
+fn repeated_since(consumers: &[Consumers], old: NodeId, new: NodeId, since: Instant) -> usize {
+    let (old, new) = (format!("tickd-node-{old}"), format!("tickd-node-{new}"));
+    let received: Vec<_> = consumers.iter().flat_map(Consumers::received).collect();
+    let from_old: BTreeSet<&str> = received
+        .iter()
+        .filter(|tick| tick.app_id.as_deref() == Some(old.as_str()))
+        .map(|tick| tick.tick_id())
+        .collect();
+    received
+        .iter()
+        .filter(|tick| tick.at > since && tick.app_id.as_deref() == Some(new.as_str()))
+        .map(|tick| tick.tick_id())
+        .filter(|id| from_old.contains(id))
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// How many attempts the failover part makes to catch a tick between its publish and the
+/// commit of its confirmation (see below).
+const FAILOVER_ATTEMPTS: usize = 3;
+
+#[tokio::test]
+async fn metrics_move_while_ticking_and_across_a_leader_kill() {
+    let Some(uri) = rabbit::broker().await else {
+        return;
+    };
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .rabbit_uri(Some(uri.clone()))
+        .start()
+        .await;
+    let mut leader = cluster.wait_for_leader(Duration::from_secs(5)).await;
+    let follower = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a 3-node cluster has followers");
+
+    // Five every.1.seconds clocks registered through a follower (so the writes are
+    // forwarded), each with a consumer.
+    let mut consumers = Vec::new();
+    for index in 0..5 {
+        let name = unique_name(&format!("metrics-{index}"));
+        let (status, _, clock) = register(&cluster, follower, &name, "every.1.seconds").await;
+        assert_eq!(status, StatusCode::CREATED, "{clock}");
+        let queue = clock["channel"]["details"]["queue"]
+            .as_str()
+            .expect("a rabbit channel");
+        consumers.push(Consumers::start(&uri, queue, 1).await);
+    }
+    eventually(
+        "every clock ticking",
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+        || async {
+            consumers
+                .iter()
+                .all(|c| c.received().len() >= 2)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Two scrapes of the leader while it ticks: the tick counters move.
+    let first = scrape(&cluster, leader).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let second = scrape(&cluster, leader).await;
+    assert_moved(
+        &first,
+        &second,
+        &[
+            "tickd_ticks_filed_total",
+            "tickd_ticks_published_total",
+            "tickd_ticks_delivered_total",
+            "tickd_tick_publish_lateness_seconds_count",
+            "tickd_tick_confirm_duration_seconds_count",
+            "tickd_raft_append_duration_seconds_count",
+            "tickd_raft_fsync_duration_seconds_count",
+            "tickd_raft_commit_index",
+            "tickd_raft_last_applied_index",
+        ],
+    );
+    for histogram in [
+        "tickd_tick_publish_lateness_seconds",
+        "tickd_tick_confirm_duration_seconds",
+        "tickd_raft_append_duration_seconds",
+        "tickd_api_request_duration_seconds",
+    ] {
+        assert!(
+            second.has_buckets(histogram),
+            "{histogram} is a histogram with buckets"
+        );
+    }
+    assert_eq!(second.value("tickd_raft_is_leader", &[]), 1.0);
+    assert_eq!(second.value("tickd_rabbitmq_connected", &[]), 1.0);
+    assert_eq!(second.value("tickd_clocks", &[("status", "ACTIVE")]), 5.0);
+    assert_eq!(second.value("tickd_clocks", &[("status", "PAUSED")]), 0.0);
+
+    // The follower saw the registrations as API requests by route template, and forwarded
+    // them to the leader.
+    let seen_by_follower = scrape(&cluster, follower).await;
+    assert_eq!(seen_by_follower.value("tickd_raft_is_leader", &[]), 0.0);
+    assert_eq!(seen_by_follower.value("tickd_raft_has_leader", &[]), 1.0);
+    let created = [
+        ("route", "/api/v1/clocks"),
+        ("method", "POST"),
+        ("status", "201"),
+    ];
+    assert_eq!(
+        seen_by_follower.value("tickd_api_requests_total", &created),
+        5.0
+    );
+    assert!(
+        seen_by_follower.value(
+            "tickd_forwarded_requests_total",
+            &[("route", "/internal/write"), ("result", "ok")]
+        ) >= 5.0,
+        "the follower forwarded its five registrations"
+    );
+    assert_eq!(
+        seen_by_follower.value("tickd_clocks", &[("status", "ACTIVE")]),
+        5.0,
+        "the state gauges come from the replicated state, on every node"
+    );
+
+    // A leader kill. A tick is re-delivered when the dead leader published it but its
+    // confirmation had not been committed: the window is from the tick's instant until the
+    // next batched `Confirm` (every 100 ms) is committed. Killing 30 ms after an instant
+    // lands in it nearly always, but not always (the batch may be quick), so the kill is
+    // retried on the next leader a few times. A broken re-delivery counter fails every
+    // attempt; a working one passes the first almost always.
+    let mut redelivered_seen = false;
+    for attempt in 1..=FAILOVER_ATTEMPTS {
+        let mut before = Vec::new();
+        for id in cluster.running_ids() {
+            before.push(scrape(&cluster, id).await);
+        }
+        sleep_until_after_next_second(Duration::from_millis(30)).await;
+        cluster.kill(leader);
+        let killed_at = Instant::now();
+        let new_leader = cluster
+            .wait_for_new_leader(leader, Duration::from_secs(10))
+            .await;
+        let before = before
+            .into_iter()
+            .find(|scrape| scrape.node == new_leader)
+            .expect("the new leader was scraped before the kill");
+
+        // The new leader republishes what it inherited within a second of taking over. The
+        // repeats are counted before the scrape: the counter moves before the consumer sees
+        // the tick, so it can only be ahead.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let repeats = repeated_since(&consumers, leader, new_leader, killed_at);
+        let after = scrape(&cluster, new_leader).await;
+        assert_eq!(after.value("tickd_raft_is_leader", &[]), 1.0);
+        assert!(
+            after.value("tickd_raft_term", &[]) > before.value("tickd_raft_term", &[]),
+            "attempt {attempt}: a new term"
+        );
+        assert_moved(&before, &after, &["tickd_raft_leader_changes_total"]);
+        // Every tick the consumers got from both leaders was counted as a re-delivery (the
+        // counter may count more: a tick the dead leader was about to publish when it died
+        // is counted too, since the new leader cannot know).
+        let redelivered = after.value("tickd_ticks_redelivered_total", &[])
+            - before.value("tickd_ticks_redelivered_total", &[]);
+        assert!(
+            redelivered >= repeats as f64,
+            "attempt {attempt}: consumers got {repeats} ticks from both node {leader} and \
+             node {new_leader}, but the new leader counted {redelivered} re-deliveries"
+        );
+        cluster.restart(leader);
+        cluster.wait_healthy(leader, Duration::from_secs(20)).await;
+        leader = new_leader;
+        if redelivered > 0.0 {
+            redelivered_seen = true;
+            break;
+        }
+        eprintln!("attempt {attempt}: the kill missed the re-delivery window; trying again");
+    }
+    assert!(
+        redelivered_seen,
+        "no re-delivery counted after {FAILOVER_ATTEMPTS} leader kills, each 30 ms after a \
+         tick instant"
+    );
+    for consumer in consumers {
+        consumer.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
+    // By default: 403 without the token, 200 with it in either form.
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .token("metrics-token-7Hq")
+        .env("TICKD_LOG", "debug")
+        .start()
+        .await;
+    let (status, _, body) = api::send(anonymous(&cluster, Method::GET, 1, "/metrics")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["status"], 403, "the JSON error shape: {body}");
+    let (status, _, _) = api::send(authed(&cluster, Method::GET, 1, "/metrics")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, body) = api::send(anonymous(
+        &cluster,
+        Method::GET,
+        1,
+        "/metrics?access_token=metrics-token-7Hq",
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = body.as_str().expect("a text body");
+    assert!(
+        text.contains("route=\"/metrics\""),
+        "requests are labelled by route: {text}"
+    );
+    assert!(
+        !text.contains("metrics-token-7Hq"),
+        "the token is never in a metric"
+    );
+    let log = cluster.log(1);
+    assert!(
+        !log.contains("metrics-token-7Hq"),
+        "the token is never in a log line, even at debug level"
+    );
+
+    // Turned off in the cluster file: open to scrapers, while the API keeps its token.
+    let open = TestCluster::builder()
+        .nodes(1)
+        .metrics_require_token(false)
+        .start()
+        .await;
+    let (status, _, body) = api::send(anonymous(&open, Method::GET, 1, "/metrics")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, _) = api::send(anonymous(&open, Method::GET, 1, api::CLOCKS_PATH)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
