@@ -12,16 +12,29 @@ use serde_json::Value;
 /// The machine's broker.
 pub const BROKER_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
+/// How long one AMQP handshake may take. A broker that is booting accepts TCP before it
+/// answers AMQP, and a loaded two-core machine has been seen taking over 3 s for a
+/// handshake, so every connect is bounded by this and retried where the test can wait.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to `uri`, bounded by [`HANDSHAKE_TIMEOUT`].
+async fn connect(uri: &str) -> Result<Connection, String> {
+    match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        Connection::connect(uri, ConnectionProperties::default()),
+    )
+    .await
+    {
+        Ok(connected) => connected.map_err(|error| error.to_string()),
+        Err(_) => Err(format!("no AMQP handshake within {HANDSHAKE_TIMEOUT:?}")),
+    }
+}
+
 /// The broker's URI if it is reachable. Under `CI=true` a missing broker fails the test;
 /// elsewhere the test is skipped with a message.
 pub async fn broker() -> Option<String> {
-    let connected = tokio::time::timeout(
-        Duration::from_secs(5),
-        Connection::connect(BROKER_URI, ConnectionProperties::default()),
-    )
-    .await;
-    match connected {
-        Ok(Ok(connection)) => {
+    match connect(BROKER_URI).await {
+        Ok(connection) => {
             let _ = connection.close(200, "probe".into()).await;
             Some(BROKER_URI.to_string())
         }
@@ -96,8 +109,8 @@ impl Consumers {
         uri: &str,
         queue: &str,
     ) -> Result<(lapin::Consumer, Connection), String> {
+        let connection = connect(uri).await?;
         let attempt = async {
-            let connection = Connection::connect(uri, ConnectionProperties::default()).await?;
             let channel = connection.create_channel().await?;
             let consumer = channel
                 .basic_consume(
@@ -109,9 +122,9 @@ impl Consumers {
                 .await?;
             Ok::<_, lapin::Error>((consumer, connection))
         };
-        match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await {
             Ok(result) => result.map_err(|error| error.to_string()),
-            Err(_) => Err("no AMQP handshake within 2 s".to_string()),
+            Err(_) => Err(format!("no consumer within {HANDSHAKE_TIMEOUT:?}")),
         }
     }
 
@@ -122,9 +135,7 @@ impl Consumers {
         let mut tasks = Vec::new();
         let mut connections = Vec::new();
         for consumer_index in 0..count {
-            let connection = Connection::connect(uri, ConnectionProperties::default())
-                .await
-                .expect("connect a consumer to RabbitMQ");
+            let connection = connect(uri).await.expect("connect a consumer to RabbitMQ");
             let channel = connection
                 .create_channel()
                 .await
@@ -257,9 +268,7 @@ impl PrivateBroker {
         let started = crate::wait::poll_until(START_TIMEOUT, Duration::from_millis(250), || {
             let uri = uri.clone();
             async move {
-                let connection = Connection::connect(&uri, ConnectionProperties::default())
-                    .await
-                    .ok()?;
+                let connection = connect(&uri).await.ok()?;
                 let _ = connection.close(200, "probe".into()).await;
                 Some(())
             }
