@@ -12,7 +12,8 @@
 //!   learns every other node's API address from the membership itself.
 //! * [`network`]: the client side of the Raft RPCs, one pooled `reqwest::Client` per process.
 //!   A refused connection is reported as `Unreachable`, so openraft backs off instead of
-//!   hammering a dead peer.
+//!   hammering a dead peer; an answer that misses its deadline is not, so a busy follower gets
+//!   the next append at once.
 //! * [`rpc`]: the server side, an axum router on the node's Raft address. Every request must
 //!   carry the cluster secret ([`secret`]); one without it is refused with 403 before it is
 //!   parsed, so it cannot change anything.

@@ -44,10 +44,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// Why a call to a peer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
-    /// No connection could be made, or the peer did not answer in time: it is down, stopped
-    /// or cut off. Callers back off.
+    /// No connection could be made: the peer is down or cut off. Callers back off.
     #[error("peer {addr} is unreachable: {source}")]
     Unreachable {
+        /// The peer's address.
+        addr: String,
+        /// What the HTTP client reported.
+        source: reqwest::Error,
+    },
+    /// The peer took the request but did not answer within the call's deadline: it is busy,
+    /// stopped, or the link dropped the answer. Unlike [`Self::Unreachable`], this is no
+    /// reason to back off: a loaded follower that misses one 100 ms append deadline should get
+    /// the next append at once, not half a second later.
+    #[error("peer {addr} did not answer in time: {source}")]
+    Slow {
         /// The peer's address.
         addr: String,
         /// What the HTTP client reported.
@@ -149,9 +159,13 @@ impl PeerTransport {
         request: reqwest::RequestBuilder,
         timeout: Duration,
     ) -> Result<Resp, TransportError> {
-        let unreachable = |source| TransportError::Unreachable {
-            addr: addr.to_string(),
-            source,
+        let unreachable = |source: reqwest::Error| {
+            let addr = addr.to_string();
+            if source.is_timeout() && !source.is_connect() {
+                TransportError::Slow { addr, source }
+            } else {
+                TransportError::Unreachable { addr, source }
+            }
         };
         let response = request
             .header(SECRET_HEADER, self.secret.expose())
@@ -231,11 +245,14 @@ impl PeerConnection {
             .post(&self.addr, path, rpc, option.hard_ttl())
             .await
             .map_err(|error| match &error {
-                // A dead, stopped or misconfigured peer: openraft should back off.
+                // A dead or misconfigured peer: openraft should back off.
                 TransportError::Unreachable { .. } | TransportError::Refused { .. } => {
                     RPCError::Unreachable(Unreachable::new(&error))
                 }
-                TransportError::Garbled { .. } => RPCError::Network(NetworkError::new(&error)),
+                // A slow answer is retried with the next event, as openraft's own timeout is.
+                TransportError::Slow { .. } | TransportError::Garbled { .. } => {
+                    RPCError::Network(NetworkError::new(&error))
+                }
             })?;
         answer.map_err(|remote| RPCError::RemoteError(RemoteError::new(self.target, remote)))
     }
@@ -267,5 +284,60 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
         self.call(VOTE_PATH, &rpc, &option).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connection_to(addr: String) -> PeerConnection {
+        let transport = PeerTransport::new(ClusterSecret::new("s3cret"), BTreeMap::new())
+            .expect("an HTTP client");
+        PeerConnection {
+            target: 2,
+            addr,
+            transport,
+        }
+    }
+
+    async fn vote_to(
+        connection: &mut PeerConnection,
+    ) -> RPCError<NodeId, NodeAddr, RaftError<NodeId>> {
+        let request = VoteRequest::new(openraft::Vote::new(1, 1), None);
+        let option = RPCOption::new(Duration::from_millis(200));
+        connection
+            .vote(request, option)
+            .await
+            .expect_err("nobody answers the vote")
+    }
+
+    /// A peer that takes the connection but does not answer in time is slow, not gone:
+    /// openraft must retry at its next event rather than back off for half a second.
+    #[tokio::test]
+    async fn a_silent_peer_is_not_reported_unreachable() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("its address").to_string();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let error = vote_to(&mut connection_to(addr)).await;
+        silent.abort();
+        assert!(matches!(error, RPCError::Network(_)), "{error:?}");
+    }
+
+    /// A refused connection means the peer is down: openraft backs off.
+    #[tokio::test]
+    async fn a_refused_connection_is_reported_unreachable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("its address").to_string();
+        drop(listener);
+        let error = vote_to(&mut connection_to(addr)).await;
+        assert!(matches!(error, RPCError::Unreachable(_)), "{error:?}");
     }
 }
