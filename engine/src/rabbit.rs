@@ -1,15 +1,20 @@
 //! RabbitMQ, through one lapin connection per node.
 //!
-//! [`Broker`] keeps one connection with two channels: one in confirm mode for publishing ticks
-//! (many publishes in flight, each confirmed asynchronously) and one for queue declarations.
-//! A failed operation drops the connection; the next operation reconnects, at most once per
-//! [`RECONNECT_PAUSE`], so a broker outage costs a failed attempt now and then, never a busy
-//! loop. Ticks that could not be published stay in the replicated outbox and are retried.
+//! [`Broker`] keeps one connection with one channel in confirm mode for publishing ticks
+//! (many publishes in flight, each confirmed asynchronously) and a few channels for queue
+//! declarations. The session lock is held only to find the live session, never across a round
+//! trip, so registrations arriving together declare their queues concurrently: a declaration
+//! is a synchronous AMQP method, one at a time per channel, and RabbitMQ serves each channel
+//! in its own process. A failed operation drops the connection (unless another operation has
+//! already replaced it); the next operation reconnects, at most once per [`RECONNECT_PAUSE`],
+//! so a broker outage costs a failed attempt now and then, never a busy loop. Ticks that could
+//! not be published stay in the replicated outbox and are retried.
 //!
 //! The connection's state is the `tickd_rabbitmq_connected` gauge, set at every change this
 //! client sees: a connection opened, found dead, or dropped after a failed operation.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
@@ -27,6 +32,8 @@ pub const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 /// accepts TCP before it answers AMQP; without a bound, the leader's loop would hang on it
 /// (and with it the intents and the lease).
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many channels declare queues side by side.
+const DECLARE_CHANNELS: usize = 8;
 
 /// Why a broker operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -47,11 +54,14 @@ pub enum BrokerError {
     },
 }
 
+/// One live connection and its channels, shared out of the lock with each operation.
 struct Session {
-    /// Kept to report the connection's state; dropping it closes the channels.
+    /// Which connection this is, so that a failure drops only the connection it happened on.
+    generation: u64,
+    /// Kept to report the connection's state; dropping the last reference closes the channels.
     connection: Connection,
     publish: Channel,
-    declare: Channel,
+    declare: Vec<Channel>,
 }
 
 /// This node's RabbitMQ client.
@@ -60,8 +70,10 @@ pub struct Broker {
     uri: String,
     app_id: String,
     queue_ttl: Duration,
-    session: Arc<Mutex<Option<Session>>>,
+    session: Arc<Mutex<Option<Arc<Session>>>>,
     last_attempt: Arc<Mutex<Option<Instant>>>,
+    generations: Arc<AtomicU64>,
+    next_declare: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -84,6 +96,8 @@ impl Broker {
             queue_ttl,
             session: Arc::new(Mutex::new(None)),
             last_attempt: Arc::new(Mutex::new(None)),
+            generations: Arc::new(AtomicU64::new(0)),
+            next_declare: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -97,8 +111,9 @@ impl Broker {
             durable: true,
             ..QueueDeclareOptions::default()
         };
+        let turn = self.next_declare.fetch_add(1, Ordering::Relaxed);
         self.with_session(|session| {
-            let channel = session.declare.clone();
+            let channel = session.declare[turn % session.declare.len()].clone();
             let queue = ShortString::from(queue);
             async move {
                 channel
@@ -182,35 +197,38 @@ impl Broker {
         }
     }
 
-    /// Runs `operation` on the live session; a failure drops the session so that the next
+    /// Runs `operation` on the live session; a failure drops that session so that the next
     /// operation reconnects.
     async fn with_session<F, Fut, T>(&self, operation: F) -> Result<T, SessionError>
     where
         F: FnOnce(&Session) -> Fut,
         Fut: Future<Output = lapin::Result<T>>,
     {
-        let mut guard = self.connected().await.map_err(SessionError::Broker)?;
-        let Some(session) = guard.as_ref() else {
-            return Err(SessionError::Broker(BrokerError::Backoff));
-        };
-        let pending = operation(session);
+        let session = self.connected().await.map_err(SessionError::Broker)?;
+        let pending = operation(&session);
         let reason = match tokio::time::timeout(OPERATION_TIMEOUT, pending).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(error)) => error.to_string(),
             Err(_) => format!("no answer within {} ms", OPERATION_TIMEOUT.as_millis()),
         };
-        *guard = None;
-        telemetry::record_connected(false);
-        Err(SessionError::Lapin(reason))
-    }
-
-    async fn connected(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Session>>, BrokerError> {
         let mut guard = self.session.lock().await;
         if guard
             .as_ref()
-            .is_some_and(|session| session.connection.status().connected())
+            .is_some_and(|live| live.generation == session.generation)
         {
-            return Ok(guard);
+            *guard = None;
+            telemetry::record_connected(false);
+        }
+        Err(SessionError::Lapin(reason))
+    }
+
+    /// The live session, connecting first if there is none (or it died).
+    async fn connected(&self) -> Result<Arc<Session>, BrokerError> {
+        let mut guard = self.session.lock().await;
+        if let Some(session) = guard.as_ref()
+            && session.connection.status().connected()
+        {
+            return Ok(session.clone());
         }
         if guard.take().is_some() {
             telemetry::record_connected(false);
@@ -222,13 +240,13 @@ impl Broker {
             }
             *last = Some(Instant::now());
         }
-        let session = self.connect().await.inspect_err(|_| {
+        let session = Arc::new(self.connect().await.inspect_err(|_| {
             telemetry::record_connected(false);
-        })?;
-        *guard = Some(session);
+        })?);
+        *guard = Some(session.clone());
         telemetry::record_connected(true);
         tracing::info!("connected to RabbitMQ");
-        Ok(guard)
+        Ok(session)
     }
 
     async fn connect(&self) -> Result<Session, BrokerError> {
@@ -252,8 +270,12 @@ impl Broker {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .map_err(unreachable)?;
-        let declare = connection.create_channel().await.map_err(unreachable)?;
+        let mut declare = Vec::with_capacity(DECLARE_CHANNELS);
+        for _ in 0..DECLARE_CHANNELS {
+            declare.push(connection.create_channel().await.map_err(unreachable)?);
+        }
         Ok(Session {
+            generation: self.generations.fetch_add(1, Ordering::Relaxed),
             connection,
             publish,
             declare,
