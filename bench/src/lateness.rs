@@ -24,9 +24,11 @@ pub const SCHEDULES: [&str; 2] = ["every.1.seconds", "every.10.seconds"];
 const WARM_UP: Duration = Duration::from_secs(3);
 /// How long after the window the consumers keep listening for its late ticks.
 const GRACE: Duration = Duration::from_secs(3);
-/// How long a queue outlives its consumers: long enough for a scenario, short enough that a
-/// crashed run does not litter a shared broker.
-pub const QUEUE_TTL_MS: u64 = 120_000;
+/// How long a queue outlives its consumers: long enough to register the largest population on
+/// a loaded machine before the first queue gets a consumer (10 000 clocks once took 500 s),
+/// short enough that a crashed run does not litter a shared broker for long. A finished
+/// scenario deletes its queues.
+pub const QUEUE_TTL_MS: u64 = 20 * 60 * 1_000;
 
 /// What one system delivered for one population.
 #[derive(Debug, Clone, Serialize)]
