@@ -29,6 +29,7 @@ mod ids;
 pub mod polls;
 pub mod routes;
 pub mod telemetry;
+mod unanswered_pops;
 mod view;
 
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub queues: Option<Arc<dyn QueueDeclarer>>,
     /// Polls that found nothing, reported in batches.
     pub polls: PollTracker,
+    /// Pops whose answer this node could not give, replayed by the queue's next pop here.
+    pops: unanswered_pops::UnansweredPops,
     /// Renders this node's metrics for `GET /metrics`.
     pub metrics: RenderMetrics,
 }
@@ -103,6 +106,7 @@ pub fn router(
         config: Arc::new(config),
         queues,
         polls,
+        pops: unanswered_pops::UnansweredPops::default(),
         metrics,
     };
     let protected = Router::new()

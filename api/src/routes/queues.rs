@@ -2,7 +2,9 @@
 //!
 //! No token: the unguessable queue id is the capability. The due ticks are returned and
 //! removed through one Raft write, so each reaches exactly one poller whichever node it asks;
-//! a poll that finds nothing costs no write. `?wait=N` (N ≤ 30) holds the request until a
+//! a poll that finds nothing costs no write. A pop whose outcome this node never learned, or
+//! whose poller left before the answer, is replayed by the queue's next pop on this node
+//! ([`crate::unanswered_pops`]). `?wait=N` (N ≤ 30) holds the request until a
 //! tick is due or N seconds pass.
 
 use std::time::Duration;
@@ -15,7 +17,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::{ids, telemetry};
+use crate::telemetry;
 
 /// The longest `?wait` accepted, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 30;
@@ -50,14 +52,16 @@ pub async fn pop(
             )
         };
         if due > 0 {
+            let attempt = app.pops.begin(&queue);
             let popped = app
                 .replica
                 .write(Command::Pop {
-                    request: ids::pop_request(),
+                    request: attempt.request(),
                     queue: queue.clone(),
                     now_ms: now,
                 })
                 .await?;
+            attempt.answered();
             match popped {
                 Outcome::Popped(ticks) if !ticks.is_empty() => {
                     telemetry::record_popped(ticks.len());
