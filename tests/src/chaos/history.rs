@@ -105,6 +105,20 @@ pub struct WatchedClock {
     pub unsettled: Vec<(u64, u64)>,
 }
 
+/// An http pop of a watched clock's queue that got no answer (a transport error, a timeout or
+/// an error status): it may have removed ticks that then reached nobody. SPEC §7 keeps http
+/// ticks "until popped", and a pop whose answer is lost is still a pop, so the ticks it may
+/// have taken are reported as unobserved, not lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnansweredPop {
+    /// The clock whose queue was popped.
+    pub clock: String,
+    /// When the request was sent.
+    pub start_ms: u64,
+    /// When the poller gave up on it.
+    pub end_ms: u64,
+}
+
 /// One injected fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {

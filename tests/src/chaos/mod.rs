@@ -62,7 +62,7 @@ pub async fn run(options: Options) -> Vec<RunReport> {
 /// The table header.
 pub fn header() -> String {
     format!(
-        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>5} {:>8} {:>9}  {}",
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9}  {}",
         "seed",
         "channel",
         "faults",
@@ -70,6 +70,7 @@ pub fn header() -> String {
         "expected",
         "delivered",
         "lost",
+        "unseen",
         "dup",
         "gap_ms",
         "leader_ms",
@@ -81,7 +82,7 @@ pub fn header() -> String {
 pub fn report_line(report: &RunReport) -> String {
     let ticks = &report.ticks;
     format!(
-        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>5} {:>8} {:>9}  {}",
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9}  {}",
         report.seed,
         format!("{:?}", report.channel).to_lowercase(),
         report.faults.len(),
@@ -89,6 +90,7 @@ pub fn report_line(report: &RunReport) -> String {
         ticks.expected,
         ticks.delivered,
         ticks.lost,
+        ticks.unobserved,
         ticks.duplicated,
         ticks.longest_gap_ms,
         report.max_time_to_leader_ms(),
@@ -114,13 +116,14 @@ pub fn summary(reports: &[RunReport]) -> String {
     let sum = |field: fn(&RunReport) -> u64| reports.iter().map(field).sum::<u64>();
     let _ = writeln!(
         out,
-        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, duplicated {}, violations {}",
+        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, unobserved {}, duplicated {}, violations {}",
         reports.len(),
         sum(|r| r.faults.len() as u64),
         sum(|r| r.operations as u64),
         sum(|r| r.ticks.expected),
         sum(|r| r.ticks.delivered),
         sum(|r| r.ticks.lost),
+        sum(|r| r.ticks.unobserved),
         sum(|r| r.ticks.duplicated),
         sum(|r| r.violations.len() as u64),
     );

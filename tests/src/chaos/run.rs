@@ -202,7 +202,8 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
             .unwrap_or(heal_ms),
         consumed_until_ms - 2_000,
     );
-    let tick_report = ticks::check(&watched, &deliveries, window, CATCH_UP_MS);
+    let unanswered = records.unanswered_pops();
+    let tick_report = ticks::check(&watched, &deliveries, &unanswered, window, CATCH_UP_MS);
     violations.extend(tick_report.violations.iter().cloned());
     violations.extend(liveness::check(
         heal_ms,

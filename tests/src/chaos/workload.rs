@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::chaos::history::{Delivery, Event, Op, OpResult};
+use crate::chaos::history::{Delivery, Event, Op, OpResult, UnansweredPop};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::{now_ms, parse_rfc3339_ms};
 use crate::rabbit::ResilientConsumer;
@@ -27,6 +27,7 @@ pub const REGISTRY_SCHEDULE: &str = "@never";
 pub struct Records {
     events: Arc<Mutex<Vec<Event>>>,
     deliveries: Arc<Mutex<Vec<Delivery>>>,
+    unanswered_pops: Arc<Mutex<Vec<UnansweredPop>>>,
 }
 
 impl Records {
@@ -53,6 +54,22 @@ impl Records {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(delivery);
+    }
+
+    /// Records a pop of `clock`'s queue that got no answer.
+    fn push_unanswered_pop(&self, pop: UnansweredPop) {
+        self.unanswered_pops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pop);
+    }
+
+    /// Every unanswered pop so far.
+    pub fn unanswered_pops(&self) -> Vec<UnansweredPop> {
+        self.unanswered_pops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Every operation so far.
@@ -206,6 +223,7 @@ impl Consumer {
             }));
         }
         let url = details["url"].as_str().unwrap_or_default().to_string();
+        let clock = created["id"].as_str().unwrap_or_default().to_string();
         let nodes: Vec<(NodeId, String)> = cluster
             .node_ids()
             .into_iter()
@@ -215,19 +233,29 @@ impl Consumer {
         Consumer::Http(tokio::spawn(async move {
             loop {
                 let (_, url) = rng.pick(&nodes).clone();
+                let start_ms = now_ms();
                 let reply = client
                     .get(format!("{url}?wait=1"))
-                    .timeout(Duration::from_secs(4))
+                    .timeout(CLIENT_TIMEOUT)
                     .send()
                     .await;
-                match reply {
+                let ticks = match reply {
                     Ok(reply) => match reply.json::<Value>().await {
-                        Ok(Value::Array(ticks)) => {
-                            ticks.iter().for_each(|tick| records.push_delivery(tick))
-                        }
-                        _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                        Ok(Value::Array(ticks)) => Some(ticks),
+                        _ => None,
                     },
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    Err(_) => None,
+                };
+                match ticks {
+                    Some(ticks) => ticks.iter().for_each(|tick| records.push_delivery(tick)),
+                    None => {
+                        records.push_unanswered_pop(UnansweredPop {
+                            clock: clock.clone(),
+                            start_ms,
+                            end_ms: now_ms(),
+                        });
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                 }
             }
         }))

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::chaos::history::{Delivery, Violation, WatchedClock};
+use crate::chaos::history::{Delivery, UnansweredPop, Violation, WatchedClock};
 
 /// The name this checker reports under.
 pub const CHECKER: &str = "ticks";
@@ -20,9 +20,9 @@ const LISTED: usize = 10;
 
 /// The verdict on the ticks of the watched clocks, with the numbers for the run's summary.
 ///
-/// `expected - delivered - lost` is the number of instants that were not delivered but are
-/// not counted as lost because they fell due in the last `catch_up_ms` of the window and the
-/// cluster delivered nothing for the clock after them (see [`check`]).
+/// `expected - delivered - lost - unobserved` is the number of instants that were not
+/// delivered but are not counted as lost because they fell due in the last `catch_up_ms` of
+/// the window and the cluster delivered nothing for the clock after them (see [`check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickReport {
     /// Scheduled instants of the watched clocks inside the window, outside their pauses.
@@ -31,6 +31,9 @@ pub struct TickReport {
     pub delivered: u64,
     /// Expected instants never delivered (see [`check`] for the rule near the window's end).
     pub lost: u64,
+    /// Expected instants never delivered that an unanswered http pop may have taken: popped,
+    /// so no longer the cluster's (SPEC §7), but never seen by the poller.
+    pub unobserved: u64,
     /// Redeliveries of a tick under the same id: allowed by SPEC §7, counted for the summary.
     pub duplicated: u64,
     /// The longest time between two consecutive deliveries of one watched clock inside the
@@ -56,6 +59,10 @@ pub struct TickReport {
 ///   (the cluster was delivering, yet skipped `t`). An undelivered instant in the last
 ///   `catch_up_ms` of the window with nothing received after it may still be on its way and
 ///   is not counted. One violation per clock lists up to ten lost instants and the count.
+/// - **Unobserved**, not lost: an undelivered instant `t` of an http clock whose poller had a
+///   pop go unanswered that could have taken it: the pop's request ended at or after `t` (its
+///   node popped what was due when it handled it) and started no later than the next delivery
+///   of the clock after `t` (a pop answered before that would have returned `t`).
 /// - **Foreign id**: every delivered instant must be aligned (`scheduled_ms % I == 0`) and its
 ///   `tick_id` must end with `-{scheduled_ms}`.
 /// - **Duplicated under a new id**: two different `tick_id`s for one (clock, instant).
@@ -68,6 +75,7 @@ pub struct TickReport {
 pub fn check(
     clocks: &[WatchedClock],
     deliveries: &[Delivery],
+    unanswered: &[UnansweredPop],
     window: (u64, u64),
     catch_up_ms: u64,
 ) -> TickReport {
@@ -75,6 +83,7 @@ pub fn check(
         expected: 0,
         delivered: 0,
         lost: 0,
+        unobserved: 0,
         duplicated: 0,
         longest_gap_ms: 0,
         violations: Vec::new(),
@@ -84,7 +93,11 @@ pub fn check(
             .iter()
             .filter(|delivery| delivery.clock == clock.id && !delivery.manual)
             .collect();
-        check_clock(clock, &mine, window, catch_up_ms, &mut report);
+        let pops: Vec<&UnansweredPop> = unanswered
+            .iter()
+            .filter(|pop| pop.clock == clock.id)
+            .collect();
+        check_clock(clock, &mine, &pops, window, catch_up_ms, &mut report);
     }
     report
 }
@@ -93,6 +106,7 @@ pub fn check(
 fn check_clock(
     clock: &WatchedClock,
     deliveries: &[&Delivery],
+    unanswered: &[&UnansweredPop],
     window: (u64, u64),
     catch_up_ms: u64,
     report: &mut TickReport,
@@ -210,7 +224,13 @@ fn check_clock(
                 let delivering = received
                     .get(after)
                     .is_some_and(|&r| r <= instant.saturating_add(catch_up_ms));
-                if instant <= settled_until || delivering {
+                let next_receipt = received.get(after).copied().unwrap_or(u64::MAX);
+                let maybe_popped_unseen = unanswered
+                    .iter()
+                    .any(|pop| pop.end_ms >= instant && pop.start_ms <= next_receipt);
+                if maybe_popped_unseen {
+                    report.unobserved += 1;
+                } else if instant <= settled_until || delivering {
                     lost_count += 1;
                     if lost.len() < LISTED {
                         lost.push(instant.to_string());
@@ -494,7 +514,7 @@ mod tests {
             },
         ];
         for case in cases {
-            let report = check(&case.clocks, &case.deliveries, window, catch_up);
+            let report = check(&case.clocks, &case.deliveries, &[], window, catch_up);
             let found: Vec<&str> = report
                 .violations
                 .iter()
@@ -532,7 +552,7 @@ mod tests {
     fn lost_instants_are_summarized() {
         let clocks = vec![watched("c1", 0, vec![])];
         let deliveries = vec![tick("c1", 1_000), tick("c1", 30_000)];
-        let report = check(&clocks, &deliveries, (0, 30_000), 3_000);
+        let report = check(&clocks, &deliveries, &[], (0, 30_000), 3_000);
         assert_eq!(
             (report.expected, report.delivered, report.lost),
             (30, 2, 28)
@@ -555,7 +575,7 @@ mod tests {
         .concat();
         // c1: 1 s apart; c2: 15 020 -> 17 020 received; outside the window even larger gaps
         // would not count.
-        let report = check(&clocks, &deliveries, (10_000, 20_000), 3_000);
+        let report = check(&clocks, &deliveries, &[], (10_000, 20_000), 3_000);
         assert_eq!(report.longest_gap_ms, 2_000, "{report:#?}");
         assert_eq!(report.lost, 1);
     }
@@ -568,12 +588,47 @@ mod tests {
         clock.unsettled = vec![(4_000, 4_500), (8_500, 10_200)];
         let mut got = ticks("c", 0, 4_000);
         got.extend(ticks("c", 10_000, 14_000));
-        let report = check(&[clock], &got, (0, 14_000), 60_000);
+        let report = check(&[clock], &got, &[], (0, 14_000), 60_000);
         assert_eq!(report.lost, 0, "{report:#?}");
         assert!(report.violations.is_empty(), "{report:#?}");
         assert!(
             report.longest_gap_ms < 2_000,
             "the pause is not a stall: {report:#?}"
         );
+    }
+
+    #[test]
+    fn a_tick_an_unanswered_pop_may_have_taken_is_unobserved_and_any_other_is_lost() {
+        let clocks = vec![watched("c1", 0, vec![])];
+        // 13 000 and 17 000 never arrive. A pop sent at 12 800 went unanswered at 16 800: it
+        // may have taken 13 000 (due before it ended, and the next delivery, 14 000 at 14 020,
+        // came after it started). It cannot have taken 17 000, due after it ended.
+        let deliveries = without(without(ticks("c1", 10_000, 20_000), 13_000), 17_000);
+        let unanswered = [UnansweredPop {
+            clock: "c1".into(),
+            start_ms: 12_800,
+            end_ms: 16_800,
+        }];
+        let report = check(&clocks, &deliveries, &unanswered, (10_000, 20_000), 3_000);
+        assert_eq!((report.lost, report.unobserved), (1, 1), "{report:#?}");
+        assert!(
+            report.violations[0].detail.contains("instants 17000"),
+            "{report:#?}"
+        );
+
+        // A pop of another clock, or one that ended before the instant, explains nothing.
+        let elsewhere = [
+            UnansweredPop {
+                clock: "c2".into(),
+                ..unanswered[0].clone()
+            },
+            UnansweredPop {
+                clock: "c1".into(),
+                start_ms: 11_000,
+                end_ms: 12_500,
+            },
+        ];
+        let report = check(&clocks, &deliveries, &elsewhere, (10_000, 20_000), 3_000);
+        assert_eq!((report.lost, report.unobserved), (2, 0), "{report:#?}");
     }
 }
