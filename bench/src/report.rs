@@ -13,29 +13,31 @@ pub const HEADLINE_CLOCKS: usize = 10_000;
 /// The client count whose registration rate is the headline figure.
 pub const HEADLINE_CLIENTS: usize = 64;
 
-/// The headline figures, named as the issue and `docs/BENCHMARKS.md` name them.
+/// The headline figures, named as the issue and `docs/BENCHMARKS.md` name them. A figure whose
+/// scenario did not run or failed is `None` (`null` in the JSON), never a zero that could pass
+/// for a measurement.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Headline {
     /// Registrations per second, 64 clients through the followers.
-    pub register_per_s: f64,
+    pub register_per_s: Option<f64>,
     /// Their p99 latency.
-    pub register_p99_ms: f64,
+    pub register_p99_ms: Option<f64>,
     /// etcd puts per second under the same load.
-    pub etcd_put_per_s: f64,
+    pub etcd_put_per_s: Option<f64>,
     /// `register_per_s / etcd_put_per_s`.
-    pub register_vs_etcd: f64,
+    pub register_vs_etcd: Option<f64>,
     /// p99 tick lateness with 10 000 clocks, receipt minus `scheduled_at`.
-    pub tick_lateness_p99_ms: f64,
+    pub tick_lateness_p99_ms: Option<f64>,
     /// The bare ticker's p99 with the same clocks.
-    pub baseline_lateness_p99_ms: f64,
+    pub baseline_lateness_p99_ms: Option<f64>,
     /// `tick_lateness_p99_ms / baseline_lateness_p99_ms`.
-    pub lateness_vs_baseline_p99: f64,
+    pub lateness_vs_baseline_p99: Option<f64>,
     /// p99 from a leader kill to the new leader's first delivered tick.
-    pub failover_p99_ms: f64,
+    pub failover_p99_ms: Option<f64>,
     /// Instants not delivered across the failover scenario.
-    pub failover_lost_ticks: usize,
+    pub failover_lost_ticks: Option<usize>,
     /// Largest node RSS with 100 000 active clocks, divided by the clock count.
-    pub bytes_per_clock: f64,
+    pub bytes_per_clock: Option<f64>,
 }
 
 /// Everything a run measured.
@@ -87,27 +89,29 @@ impl Report {
         };
         let mut headline = Headline::default();
         if let (Some(tickd), Some(etcd)) = (at("tickd"), at("etcd")) {
-            headline.register_per_s = tickd.load.per_s;
-            headline.register_p99_ms = tickd.load.latency.p99_ms;
-            headline.etcd_put_per_s = etcd.load.per_s;
-            headline.register_vs_etcd = ratio(tickd.load.per_s, etcd.load.per_s);
+            headline.register_per_s = Some(tickd.load.per_s);
+            headline.register_p99_ms = Some(tickd.load.latency.p99_ms);
+            headline.etcd_put_per_s = Some(etcd.load.per_s);
+            headline.register_vs_etcd = Some(ratio(tickd.load.per_s, etcd.load.per_s));
         }
         if let Some(row) = self
             .lateness
             .iter()
             .find(|row| row.clocks == HEADLINE_CLOCKS)
         {
-            headline.tick_lateness_p99_ms = row.tickd.lateness.p99_ms;
-            headline.baseline_lateness_p99_ms = row.baseline.lateness.p99_ms;
-            headline.lateness_vs_baseline_p99 =
-                ratio(row.tickd.lateness.p99_ms, row.baseline.lateness.p99_ms);
+            headline.tick_lateness_p99_ms = Some(row.tickd.lateness.p99_ms);
+            headline.baseline_lateness_p99_ms = Some(row.baseline.lateness.p99_ms);
+            headline.lateness_vs_baseline_p99 = Some(ratio(
+                row.tickd.lateness.p99_ms,
+                row.baseline.lateness.p99_ms,
+            ));
         }
         if let Some(failover) = &self.failover {
-            headline.failover_p99_ms = failover.to_first_tick.p99_ms;
-            headline.failover_lost_ticks = failover.lost_ticks;
+            headline.failover_p99_ms = Some(failover.to_first_tick.p99_ms);
+            headline.failover_lost_ticks = Some(failover.lost_ticks);
         }
         if let Some(footprint) = &self.footprint {
-            headline.bytes_per_clock = footprint.bytes_per_clock;
+            headline.bytes_per_clock = Some(footprint.bytes_per_clock);
         }
         self.floors_missed = floors_missed(&headline);
         self.headline = headline;
@@ -115,13 +119,14 @@ impl Report {
 
     /// The headline table.
     pub fn print(&self) {
-        println!("\n{:<26} {:>10}  floor", "figure", "value");
+        println!("\n{:<26} {:>12}  floor", "figure", "value");
         for (name, value) in self.headline.figures() {
             let floor = FLOORS
                 .iter()
                 .find(|floor| floor.figure == name)
                 .map_or(String::new(), Floor::describe);
-            println!("{name:<26} {value:>10.2}  {floor}");
+            let value = value.map_or("not measured".to_string(), |v| format!("{v:.2}"));
+            println!("{name:<26} {value:>12}  {floor}");
         }
         for failure in &self.failed {
             println!("scenario failed: {failure}");
@@ -140,8 +145,6 @@ struct Floor {
     bound: f64,
     /// Whether the figure must be at least `bound` (else at most).
     at_least: bool,
-    /// Whether a zero means "not measured" (true for every figure but a count of losses).
-    zero_is_unmeasured: bool,
 }
 
 /// The floors, one place for the table and the check.
@@ -150,43 +153,36 @@ const FLOORS: [Floor; 7] = [
         figure: "register_per_s",
         bound: 2_000.0,
         at_least: true,
-        zero_is_unmeasured: true,
     },
     Floor {
         figure: "register_vs_etcd",
         bound: 0.5,
         at_least: true,
-        zero_is_unmeasured: true,
     },
     Floor {
         figure: "tick_lateness_p99_ms",
         bound: 10.0,
         at_least: false,
-        zero_is_unmeasured: true,
     },
     Floor {
         figure: "lateness_vs_baseline_p99",
         bound: 2.0,
         at_least: false,
-        zero_is_unmeasured: true,
     },
     Floor {
         figure: "failover_p99_ms",
         bound: 2_000.0,
         at_least: false,
-        zero_is_unmeasured: true,
     },
     Floor {
         figure: "failover_lost_ticks",
         bound: 0.0,
         at_least: false,
-        zero_is_unmeasured: false,
     },
     Floor {
         figure: "bytes_per_clock",
         bound: 1_024.0,
         at_least: false,
-        zero_is_unmeasured: true,
     },
 ];
 
@@ -206,7 +202,7 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, f64); 10] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 10] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
@@ -216,21 +212,25 @@ impl Headline {
             ("baseline_lateness_p99_ms", self.baseline_lateness_p99_ms),
             ("lateness_vs_baseline_p99", self.lateness_vs_baseline_p99),
             ("failover_p99_ms", self.failover_p99_ms),
-            ("failover_lost_ticks", self.failover_lost_ticks as f64),
+            (
+                "failover_lost_ticks",
+                self.failover_lost_ticks.map(|lost| lost as f64),
+            ),
             ("bytes_per_clock", self.bytes_per_clock),
         ]
     }
 }
 
-/// The floors of the issue that a measured figure misses.
+/// The floors of the issue that a measured figure misses. An unmeasured figure misses none
+/// here: its scenario's failure is in [`Report::failed`], which fails the run on its own.
 fn floors_missed(h: &Headline) -> Vec<String> {
     let figures = h.figures();
     FLOORS
         .iter()
         .filter_map(|floor| {
             let (_, value) = figures.iter().find(|(name, _)| *name == floor.figure)?;
-            let measured = *value > 0.0 || !floor.zero_is_unmeasured;
-            (measured && !floor.holds(*value)).then(|| {
+            let value = (*value)?;
+            (!floor.holds(value)).then(|| {
                 format!(
                     "{} {value} misses its floor {}",
                     floor.figure,
@@ -249,15 +249,23 @@ mod tests {
     fn unmeasured_figures_miss_no_floor_and_measured_ones_are_checked() {
         assert!(floors_missed(&Headline::default()).is_empty());
         let headline = Headline {
-            register_per_s: 1_500.0,
-            register_vs_etcd: 0.7,
-            failover_lost_ticks: 2,
-            bytes_per_clock: 900.0,
+            register_per_s: Some(1_500.0),
+            register_vs_etcd: Some(0.7),
+            failover_p99_ms: Some(0.0),
+            failover_lost_ticks: Some(2),
+            bytes_per_clock: Some(900.0),
             ..Headline::default()
         };
         let missed = floors_missed(&headline);
         assert_eq!(missed.len(), 2, "{missed:?}");
         assert!(missed[0].starts_with("register_per_s"));
         assert!(missed[1].starts_with("failover_lost_ticks"));
+    }
+
+    #[test]
+    fn an_unmeasured_figure_is_null_in_the_json_not_zero() {
+        let json = serde_json::to_value(Report::default()).expect("the report serializes");
+        assert!(json["failover_lost_ticks"].is_null(), "{json}");
+        assert!(json["register_per_s"].is_null(), "{json}");
     }
 }
