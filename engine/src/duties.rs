@@ -31,8 +31,11 @@ pub const INTENT_EVERY: Duration = Duration::from_millis(200);
 pub const LEASE_RENEW_EVERY: Duration = Duration::from_millis(100);
 /// How often confirmed ticks are removed from the outbox, in one command.
 pub const CONFIRM_EVERY: Duration = Duration::from_millis(100);
-/// The most ticks published in one pass, so that a long backlog does not starve the loop.
-pub const MAX_PUBLISH_BATCH: usize = 10_000;
+/// The most ticks published in one pass. A larger instant goes out in several passes, one
+/// right after the other: each pass is bounded by the broker's operation timeout, which ten
+/// thousand messages to a busy broker exceeded (the whole burst then failed and was published
+/// again, loading the broker further), and the loop serves intents and the lease in between.
+pub const MAX_PUBLISH_BATCH: usize = 2_000;
 
 /// The key of an outbox tick.
 type OutboxKey = (u64, TickId);

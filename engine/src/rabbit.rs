@@ -5,10 +5,12 @@
 //! declarations. The session lock is held only to find the live session, never across a round
 //! trip, so registrations arriving together declare their queues concurrently: a declaration
 //! is a synchronous AMQP method, one at a time per channel, and RabbitMQ serves each channel
-//! in its own process. A failed operation drops the connection (unless another operation has
-//! already replaced it); the next operation reconnects, at most once per [`RECONNECT_PAUSE`],
-//! so a broker outage costs a failed attempt now and then, never a busy loop. Ticks that could
-//! not be published stay in the replicated outbox and are retried.
+//! in its own process. A failed operation drops the connection only if it is broken (closed,
+//! or one of its channels closed); a broker that is merely slow keeps its connection, because
+//! reconnecting would make it redo the work in flight and slow it further. The next operation
+//! after a drop reconnects, at most once per [`RECONNECT_PAUSE`], so a broker outage costs a
+//! failed attempt now and then, never a busy loop. Ticks that could not be published stay in
+//! the replicated outbox and are retried.
 //!
 //! The connection's state is the `tickd_rabbitmq_connected` gauge, set at every change this
 //! client sees: a connection opened, found dead, or dropped after a failed operation.
@@ -62,6 +64,19 @@ struct Session {
     connection: Connection,
     publish: Channel,
     declare: Vec<Channel>,
+}
+
+impl Session {
+    /// Whether the connection and every channel are open. A channel the broker closed (after
+    /// a refused declaration, say) cannot be used again, so the session is replaced.
+    fn healthy(&self) -> bool {
+        self.connection.status().connected()
+            && self.publish.status().connected()
+            && self
+                .declare
+                .iter()
+                .all(|channel| channel.status().connected())
+    }
 }
 
 /// This node's RabbitMQ client.
@@ -197,8 +212,8 @@ impl Broker {
         }
     }
 
-    /// Runs `operation` on the live session; a failure drops that session so that the next
-    /// operation reconnects.
+    /// Runs `operation` on the live session; a failure that left the session broken drops it,
+    /// so that the next operation reconnects.
     async fn with_session<F, Fut, T>(&self, operation: F) -> Result<T, SessionError>
     where
         F: FnOnce(&Session) -> Fut,
@@ -211,6 +226,9 @@ impl Broker {
             Ok(Err(error)) => error.to_string(),
             Err(_) => format!("no answer within {} ms", OPERATION_TIMEOUT.as_millis()),
         };
+        if session.healthy() {
+            return Err(SessionError::Lapin(reason));
+        }
         let mut guard = self.session.lock().await;
         if guard
             .as_ref()
@@ -226,7 +244,7 @@ impl Broker {
     async fn connected(&self) -> Result<Arc<Session>, BrokerError> {
         let mut guard = self.session.lock().await;
         if let Some(session) = guard.as_ref()
-            && session.connection.status().connected()
+            && session.healthy()
         {
             return Ok(session.clone());
         }
