@@ -52,6 +52,7 @@ struct Body {
 /// Consumers on a set of queues, recording every delivery.
 pub struct TickConsumers {
     connection: Connection,
+    channels: Vec<Channel>,
     received: Arc<Mutex<Vec<Delivery>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -59,6 +60,13 @@ pub struct TickConsumers {
 impl TickConsumers {
     /// Subscribes to every queue in `queues`.
     pub async fn start(uri: &str, queues: &[String]) -> Result<TickConsumers, String> {
+        let mut consumers = Self::connect(uri).await?;
+        consumers.subscribe(queues).await?;
+        Ok(consumers)
+    }
+
+    /// Consumers on no queue yet: [`Self::subscribe`] adds them.
+    pub async fn connect(uri: &str) -> Result<TickConsumers, String> {
         let connection = Connection::connect(uri, ConnectionProperties::default())
             .await
             .map_err(|e| format!("cannot connect the consumers to RabbitMQ: {e}"))?;
@@ -71,10 +79,21 @@ impl TickConsumers {
                     .map_err(|e| format!("a consumer channel: {e}"))?,
             );
         }
-        let received = Arc::new(Mutex::new(Vec::new()));
+        Ok(TickConsumers {
+            connection,
+            channels,
+            received: Arc::new(Mutex::new(Vec::new())),
+            tasks: Vec::new(),
+        })
+    }
+
+    /// Subscribes to every queue in `queues` as well.
+    pub async fn subscribe(&mut self, queues: &[String]) -> Result<(), String> {
+        let channels = &self.channels;
+        let first = self.tasks.len();
         let subscriptions = stream::iter(queues.iter().enumerate())
             .map(|(index, queue)| {
-                let channel = channels[index % CHANNELS].clone();
+                let channel = channels[(first + index) % CHANNELS].clone();
                 let queue = queue.clone();
                 async move {
                     channel
@@ -94,11 +113,10 @@ impl TickConsumers {
             .buffer_unordered(SUBSCRIBE_CONCURRENCY)
             .collect::<Vec<_>>()
             .await;
-        let mut tasks = Vec::with_capacity(queues.len());
         for subscription in subscriptions {
             let mut consumer = subscription?;
-            let sink = received.clone();
-            tasks.push(tokio::spawn(async move {
+            let sink = self.received.clone();
+            self.tasks.push(tokio::spawn(async move {
                 while let Some(Ok(delivery)) = consumer.next().await {
                     let received_ms = now_ms();
                     let Ok(body) = serde_json::from_slice::<Body>(&delivery.data) else {
@@ -126,11 +144,7 @@ impl TickConsumers {
                 }
             }));
         }
-        Ok(TickConsumers {
-            connection,
-            received,
-            tasks,
-        })
+        Ok(())
     }
 
     /// Takes everything received so far.

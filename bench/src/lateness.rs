@@ -24,11 +24,16 @@ pub const SCHEDULES: [&str; 2] = ["every.1.seconds", "every.10.seconds"];
 const WARM_UP: Duration = Duration::from_secs(3);
 /// How long after the window the consumers keep listening for its late ticks.
 const GRACE: Duration = Duration::from_secs(3);
-/// How long a queue outlives its consumers: long enough to register the largest population on
-/// a loaded machine before the first queue gets a consumer (10 000 clocks once took 500 s),
-/// short enough that a crashed run does not litter a shared broker for long. A finished
-/// scenario deletes its queues.
+/// How long a queue outlives its consumers: long enough for a scenario, short enough that a
+/// crashed run does not litter a shared broker for long. A finished scenario deletes its
+/// queues.
 pub const QUEUE_TTL_MS: u64 = 20 * 60 * 1_000;
+/// How many clocks are registered before consumers attach to their queues. A registered clock
+/// ticks at once; until its queue has a consumer, the broker stores every persistent tick and
+/// then expires it. Ten thousand clocks ticking into unconsumed queues slowed the shared broker
+/// until its queue declarations timed out and registration crawled, so each part is consumed
+/// as soon as it is registered.
+const REGISTER_PART: usize = 500;
 
 /// What one system delivered for one population.
 #[derive(Debug, Clone, Serialize)]
@@ -67,16 +72,15 @@ pub async fn run(
 ) -> Result<LatenessRow, String> {
     let stamp = now_ms() as u64;
     let tickd_clocks = Population::new(&format!("lat{clocks}-{stamp}"), clocks, &SCHEDULES);
-    let registered = tickd_clocks.register(http, cluster).await?;
-    println!(
-        "  {clocks} clocks registered with tickd at {:.0}/s",
-        registered.per_s
-    );
     let queues = tickd_clocks.queues()?;
+    let consumers = register_and_consume(http, cluster, rabbit, &tickd_clocks, &queues).await;
     let leader = cluster.leader().await.ok_or("the cluster has no leader")?;
     let (api, token) = (cluster.api_url(leader), cluster.token());
     let before = node_metrics::scrape(http, &api, token).await;
-    let tickd = measure(rabbit, &queues, window).await;
+    let tickd = match consumers {
+        Ok(consumers) => Ok(measure(consumers, queues.len(), window).await),
+        Err(error) => Err(error),
+    };
     let after = node_metrics::scrape(http, &api, token).await;
     population::delete_queues(rabbit, &queues).await;
     let tickd = tickd?;
@@ -88,8 +92,9 @@ pub async fn run(
     let baseline_clocks = Population::new(&format!("base{clocks}-{stamp}"), clocks, &SCHEDULES);
     let queues = baseline_clocks.queues()?;
     population::declare_queues(rabbit, &queues, QUEUE_TTL_MS).await?;
+    let consumers = TickConsumers::start(rabbit, &queues).await?;
     let baseline = with_bare_ticker(bare_ticker, rabbit, &baseline_clocks, async {
-        measure(rabbit, &queues, window).await
+        Ok::<_, String>(measure(consumers, queues.len(), window).await)
     })
     .await;
     population::delete_queues(rabbit, &queues).await;
@@ -118,9 +123,36 @@ pub async fn run(
     Ok(row)
 }
 
-/// Consumes `queues`, lets them warm up, and measures the ticks due in the next `window`.
-async fn measure(rabbit: &str, queues: &[String], window: Duration) -> Result<Delivered, String> {
-    let consumers = TickConsumers::start(rabbit, queues).await?;
+/// Registers `population` with tickd part by part, consuming each part's queues as soon as
+/// it is registered (see [`REGISTER_PART`]).
+async fn register_and_consume(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    rabbit: &str,
+    population: &Population,
+    queues: &[String],
+) -> Result<TickConsumers, String> {
+    let mut consumers = TickConsumers::connect(rabbit).await?;
+    let started = std::time::Instant::now();
+    for (part, part_queues) in population
+        .parts(REGISTER_PART)
+        .iter()
+        .zip(queues.chunks(REGISTER_PART))
+    {
+        part.register(http, cluster).await?;
+        consumers.subscribe(part_queues).await?;
+    }
+    println!(
+        "  {} clocks registered with tickd and consumed at {:.0}/s",
+        queues.len(),
+        queues.len() as f64 / started.elapsed().as_secs_f64()
+    );
+    Ok(consumers)
+}
+
+/// Lets `consumers` (on `clocks` queues) warm up, and measures the ticks due in the next
+/// `window`.
+async fn measure(consumers: TickConsumers, clocks: usize, window: Duration) -> Delivered {
     tokio::time::sleep(WARM_UP).await;
     consumers.drain();
     let from = now_ms();
@@ -128,7 +160,7 @@ async fn measure(rabbit: &str, queues: &[String], window: Duration) -> Result<De
     tokio::time::sleep(window + GRACE).await;
     let deliveries = consumers.drain();
     consumers.stop().await;
-    Ok(summarize(&deliveries, queues.len(), from, until))
+    summarize(&deliveries, clocks, from, until)
 }
 
 /// The ticks due in `[from, until)`, counted once each.

@@ -81,8 +81,8 @@ const FULL: Profile = Profile {
     footprint_clocks: 100_000,
 };
 
-/// How long the footprint scenario's unconsumed queues live (they are deleted at its end).
-const FOOTPRINT_QUEUE_TTL_MS: u64 = 30 * 60 * 1_000;
+/// How long the footprint scenario's unpolled clocks live before they count as abandoned.
+const FOOTPRINT_CLOCK_TTL_MS: u64 = 30 * 60 * 1_000;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -161,14 +161,15 @@ async fn run(args: &Args) -> Result<Report, String> {
     }
     if wanted("footprint") {
         println!("== footprint: {} clocks", profile.footprint_clocks);
-        // Nobody consumes the footprint clocks: their queues must outlive the scenario.
-        let cluster = rabbit_cluster(&args.rabbit)
-            .clock_ttl_ms(FOOTPRINT_QUEUE_TTL_MS)
+        // Nobody polls the footprint clocks: they must outlive the scenario.
+        let cluster = TestCluster::builder()
+            .nodes(3)
+            .rabbit_uri(None)
+            .clock_ttl_ms(FOOTPRINT_CLOCK_TTL_MS)
             .snapshot_every(20_000)
             .start()
             .await;
-        let footprint =
-            footprint::run(&http, &cluster, &args.rabbit, profile.footprint_clocks).await;
+        let footprint = footprint::run(&http, &cluster, profile.footprint_clocks).await;
         if let Ok(footprint) = &footprint {
             println!("  {footprint:?}");
         }

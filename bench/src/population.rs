@@ -40,6 +40,16 @@ impl Population {
         Population { clocks }
     }
 
+    /// The population in consecutive parts of at most `size` clocks.
+    pub fn parts(&self, size: usize) -> Vec<Population> {
+        self.clocks
+            .chunks(size.max(1))
+            .map(|clocks| Population {
+                clocks: clocks.to_vec(),
+            })
+            .collect()
+    }
+
     /// The name of one clock of the population, to read it back by.
     pub fn last_name(&self) -> &str {
         self.clocks.last().map_or("", |(name, _)| name.as_str())
