@@ -82,6 +82,8 @@ pub async fn run(
         Err(error) => Err(error),
     };
     let after = node_metrics::scrape(http, &api, token).await;
+    // Nobody consumes any more: stop the cluster before it floods the queues being deleted.
+    cluster.kill_all();
     population::delete_queues(rabbit, &queues).await;
     let tickd = tickd?;
     let node_publish_lateness_p99_ms = match (before, after) {

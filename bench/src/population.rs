@@ -15,6 +15,10 @@ use crate::load::{LoadResult, drive};
 /// Concurrent clients that register a population, and concurrent queue operations.
 const CONCURRENCY: usize = 64;
 
+/// How many queues one channel deletes, one after the other, while the other channels delete
+/// theirs.
+const DELETE_CHUNK: usize = 500;
+
 /// How often a clock's registration is tried before the scenario gives up.
 const ATTEMPTS: usize = 5;
 /// The pause between two attempts.
@@ -167,24 +171,25 @@ pub async fn delete_queues(uri: &str, queues: &[String]) {
     let Ok(connection) = connect(uri).await else {
         return;
     };
-    for chunk in queues.chunks(1_000) {
-        // A failed delete closes its channel: one channel per chunk contains the damage.
-        let Ok(channel) = connection.create_channel().await else {
-            break;
-        };
-        stream::iter(chunk)
-            .map(|queue| {
-                let channel = channel.clone();
-                async move {
-                    let _ = channel
-                        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                        .await;
+    // A delete is synchronous on its channel, and a failed one closes it: the chunks go side by
+    // side, each on a channel of its own.
+    let chunks = queues.chunks(DELETE_CHUNK).map(|chunk| {
+        let connection = &connection;
+        async move {
+            let Ok(channel) = connection.create_channel().await else {
+                return;
+            };
+            for queue in chunk {
+                let deleted = channel
+                    .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+                if deleted.is_err() {
+                    return;
                 }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect::<Vec<()>>()
-            .await;
-    }
+            }
+        }
+    });
+    futures::future::join_all(chunks).await;
     let _ = connection.close(200, "cleaned up".into()).await;
 }
 
