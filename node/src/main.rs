@@ -12,6 +12,7 @@ mod credentials;
 mod node;
 mod telemetry;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -82,8 +83,11 @@ fn init_logging(cli: &Cli) {
         );
         EnvFilter::new("info")
     });
+    // Colours only on a terminal: in a file or a journal the escape codes are noise that
+    // breaks every grep for `key=value`.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if cli.log_json {
         builder.json().init();
