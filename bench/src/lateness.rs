@@ -184,8 +184,9 @@ fn summarize(deliveries: &[Delivery], clocks: usize, from: f64, until: f64) -> D
 /// How many instants of a lateness population fall in `[from, until)`.
 fn expected_ticks(clocks: usize, from: f64, until: f64) -> usize {
     let instants = |interval_ms: f64| {
+        // Multiples of the interval in [from, until); the bounds carry fractions of a ms.
         let first = (from / interval_ms).ceil();
-        let last = ((until - 1.0) / interval_ms).floor();
+        let last = (until / interval_ms).ceil() - 1.0;
         (last - first + 1.0).max(0.0) as usize
     };
     // The population cycles through the schedules: clocks 0, 2, 4… tick every second.
@@ -231,6 +232,9 @@ mod tests {
         // Half-open: an instant at `until` belongs to the next window.
         assert_eq!(expected_ticks(1, 1_000.0, 2_000.0), 1);
         assert_eq!(expected_ticks(3, 500.0, 1_500.0), 2);
+        // A window that starts a fraction of a ms after an instant still holds every instant
+        // up to its end (20 s hold two 10-s instants, whatever the phase).
+        assert_eq!(expected_ticks(2, 10_000.5, 30_000.5), 20 + 2);
     }
 
     #[test]
