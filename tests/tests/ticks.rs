@@ -273,61 +273,6 @@ async fn competing_consumers_never_receive_a_tick_twice() {
     }
 }
 
-/// A poller that gives up on a pop while its node is writing it (a client timeout, a dropped
-/// connection) must not lose the batch: the node replays that pop's batch, with the same tick
-/// ids, to the queue's next pop. Many pops here are cut off after a few milliseconds, some in
-/// the middle of the Raft write of a follower's forwarded pop; each is followed by a normal
-/// pop on the same node, and every second must arrive.
-#[tokio::test]
-async fn a_pop_the_poller_gave_up_on_is_replayed_by_its_next_pop() {
-    let Some(cluster) = cluster(Mode::Http).await else {
-        return;
-    };
-    let clock = register_ok(&cluster, 1, &unique_name("cut-off"), "every.1.seconds").await;
-    let leader = cluster.leader().await.expect("a leader");
-    let follower = *cluster
-        .node_ids()
-        .iter()
-        .find(|node| **node != leader)
-        .expect("a follower");
-    let url = clock["channel"]["details"]["url"]
-        .as_str()
-        .expect("a pop url");
-    let url = tickd_tests::api::on_node(&cluster, follower, url);
-    let client = cluster.client().clone();
-    let mut got = Vec::new();
-    let pop = |timeout: Duration| {
-        let request = client.get(url.as_str()).timeout(timeout).send();
-        async move {
-            let Ok(reply) = request.await else {
-                return Vec::new();
-            };
-            match reply.json::<Value>().await {
-                Ok(Value::Array(ticks)) => ticks,
-                _ => Vec::new(),
-            }
-        }
-    };
-    let until = Instant::now() + Duration::from_secs(8);
-    let mut cut_off_after_ms = 1;
-    while Instant::now() < until {
-        // The tick of each second is filed ahead of time: wait until it is due, then cut a
-        // pop off at a different point of its write each time.
-        tokio::time::sleep(Duration::from_millis(1_000 - unix_ms() % 1_000 + 5)).await;
-        let cut_off = pop(Duration::from_millis(cut_off_after_ms)).await;
-        cut_off_after_ms = cut_off_after_ms % 12 + 1;
-        let next = pop(Duration::from_secs(5)).await;
-        let at = Instant::now();
-        got.extend(cut_off.into_iter().chain(next).map(|body| Got {
-            body,
-            at,
-            app_id: None,
-        }));
-    }
-    assert!(got.len() >= 5, "too few ticks popped: {got:?}");
-    assert_no_tick_lost("cut-off pops", &got, Duration::from_secs(3));
-}
-
 /// The wall clock, in Unix milliseconds (tick instants are on it).
 fn unix_ms() -> u64 {
     SystemTime::now()
