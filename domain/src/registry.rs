@@ -605,14 +605,7 @@ impl Registry {
 
 /// The scheduled tick of `clock` at `instant_ms`.
 fn scheduled_tick(clock: &Clock, instant_ms: u64) -> Tick {
-    Tick {
-        id: TickId::scheduled(&clock.id, instant_ms),
-        clock: clock.id.clone(),
-        name: clock.name.clone(),
-        schedule: clock.schedule.clone(),
-        due_at_ms: instant_ms,
-        manual: false,
-    }
+    Tick::scheduled(&clock.id, &clock.name, &clock.schedule, instant_ms)
 }
 
 /// Where a clock's ticks are filed.

@@ -96,6 +96,19 @@ pub struct TickMessage {
 }
 
 impl Tick {
+    /// The tick of `clock`'s schedule due at `instant_ms`: its id is derived from the two, so
+    /// every filing and every delivery of that instant carries the same one.
+    pub fn scheduled(clock: &ClockId, name: &str, schedule: &Schedule, instant_ms: u64) -> Tick {
+        Tick {
+            id: TickId::scheduled(clock, instant_ms),
+            clock: clock.clone(),
+            name: name.to_owned(),
+            schedule: schedule.clone(),
+            due_at_ms: instant_ms,
+            manual: false,
+        }
+    }
+
     /// The message delivered to clients.
     pub fn message(&self) -> TickMessage {
         TickMessage {

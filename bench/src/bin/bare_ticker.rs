@@ -16,7 +16,7 @@ use futures::future::join_all;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
-use tickd_domain::{Channel as ClockChannel, ClockId, Schedule, Tick, TickId};
+use tickd_domain::{Channel as ClockChannel, ClockId, Schedule, Tick};
 
 /// Publishes the ticks of many clocks with nothing between the timer and the broker.
 #[derive(Debug, Parser)]
@@ -100,14 +100,7 @@ async fn publish_all(
 ) -> Result<(), String> {
     let publishes = indices.iter().map(|&index| {
         let clock = &clocks[index];
-        let tick = Tick {
-            id: TickId::scheduled(&clock.id, instant),
-            clock: clock.id.clone(),
-            name: clock.name.clone(),
-            schedule: clock.schedule.clone(),
-            due_at_ms: instant,
-            manual: false,
-        };
+        let tick = Tick::scheduled(&clock.id, &clock.name, &clock.schedule, instant);
         let payload = serde_json::to_vec(&tick.message()).unwrap_or_default();
         let mut properties = BasicProperties::default()
             .with_content_type(ShortString::from("application/json"))
