@@ -48,6 +48,7 @@
 mod clock;
 mod excerpt;
 mod filter;
+mod pair_index;
 mod registry;
 mod schedule;
 mod ticks;

@@ -10,10 +10,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
 use crate::filter::ClockFilter;
+use crate::pair_index::PairIndex;
 use crate::schedule::Schedule;
 use crate::ticks::{Cursor, Destination, Filed, Intent, Tick, TickId, TickLedger};
 
@@ -222,9 +224,6 @@ pub enum SnapshotError {
     },
 }
 
-/// The key of a clock's identity: its name and its schedule literal.
-type Pair = (String, String);
-
 /// The serialized form of a [`Registry`]: the clocks ordered by id and the tick ledger; the
 /// indexes are derived on load.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,15 +240,15 @@ pub struct RegistrySnapshot {
 /// Invariants, kept by [`Registry::apply`] and checked when a snapshot is
 /// loaded: ids are unique, (name, schedule literal) pairs are unique, and the
 /// indexes name exactly the stored clocks.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "RegistrySnapshot", into = "RegistrySnapshot")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RegistrySnapshot")]
 pub struct Registry {
     /// The clocks by id; a `BTreeMap` so that iteration, listing and
     /// snapshots have one order on every node.
     clocks: BTreeMap<ClockId, Clock>,
     /// The id of the clock for each (name, schedule literal) pair, so that a
     /// registration joins the existing clock.
-    by_pair: BTreeMap<Pair, ClockId>,
+    by_pair: PairIndex,
     /// The clock of each http queue, so that a poll finds its clock.
     by_queue: BTreeMap<QueueId, ClockId>,
     /// Committed and undelivered ticks.
@@ -532,12 +531,11 @@ impl Registry {
             if clock.status == ClockStatus::Paused {
                 continue;
             }
-            let pair = pair_of(clock);
+            self.by_pair.remove(clock);
             if let Channel::Http { queue_id } = &clock.channel {
                 self.by_queue.remove(queue_id);
                 queues.push(queue_id.clone());
             }
-            self.by_pair.remove(&pair);
             self.clocks.remove(&id);
             purged.push(id);
         }
@@ -549,7 +547,7 @@ impl Registry {
     /// Stores a clock and indexes it; the caller has checked that neither its
     /// id nor its pair is taken.
     fn insert(&mut self, clock: Clock) {
-        self.by_pair.insert(pair_of(&clock), clock.id.clone());
+        self.by_pair.insert(&clock);
         if let Channel::Http { queue_id } = &clock.channel {
             self.by_queue.insert(queue_id.clone(), clock.id.clone());
         }
@@ -579,8 +577,7 @@ impl Registry {
     /// The clock registered for the exact (name, schedule literal) pair, so a
     /// node can answer a repeated registration without a Raft round trip.
     pub fn find(&self, name: &str, schedule: &Schedule) -> Option<&Clock> {
-        let pair = (name.to_owned(), schedule.as_str().to_owned());
-        self.by_pair.get(&pair).and_then(|id| self.clocks.get(id))
+        self.by_pair.find(&self.clocks, name, schedule.as_str())
     }
 
     /// The clock that owns an http queue.
@@ -616,11 +613,6 @@ fn destination(clock: &Clock) -> Destination<'_> {
     }
 }
 
-/// The identity key of a clock.
-fn pair_of(clock: &Clock) -> Pair {
-    (clock.name.clone(), clock.schedule.as_str().to_owned())
-}
-
 impl TryFrom<RegistrySnapshot> for Registry {
     type Error = SnapshotError;
 
@@ -635,9 +627,9 @@ impl TryFrom<RegistrySnapshot> for Registry {
             if registry.clocks.contains_key(&clock.id) {
                 return Err(SnapshotError::DuplicateId { id: clock.id });
             }
-            if let Some(first) = registry.by_pair.get(&pair_of(&clock)) {
+            if let Some(first) = registry.find(&clock.name, &clock.schedule) {
                 return Err(SnapshotError::DuplicatePair {
-                    first: first.clone(),
+                    first: first.id.clone(),
                     second: clock.id,
                     name: clock.name,
                     schedule: clock.schedule,
@@ -646,6 +638,27 @@ impl TryFrom<RegistrySnapshot> for Registry {
             registry.insert(clock);
         }
         Ok(registry)
+    }
+}
+
+/// Serialized in the shape of [`RegistrySnapshot`], but from the registry's own maps: a
+/// snapshot of a large registry must not copy it first (a copy doubles the node's peak memory,
+/// and the allocator keeps that peak).
+impl Serialize for Registry {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut snapshot = serializer.serialize_struct("RegistrySnapshot", 2)?;
+        snapshot.serialize_field("clocks", &ClocksById(&self.clocks))?;
+        snapshot.serialize_field("ledger", &self.ledger)?;
+        snapshot.end()
+    }
+}
+
+/// The clocks as the snapshot lists them: ordered by id.
+struct ClocksById<'a>(&'a BTreeMap<ClockId, Clock>);
+
+impl Serialize for ClocksById<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.values())
     }
 }
 
@@ -977,6 +990,11 @@ mod tests {
             })
             .unwrap_or_default();
         assert_eq!(ids, ["c1", "c2"]);
+        let owned_form = serde_json::to_value(RegistrySnapshot::from(registry.clone()))?;
+        assert_eq!(
+            snapshot, owned_form,
+            "serialized in place as its snapshot form"
+        );
 
         let mut restored: Registry = serde_json::from_value(snapshot)?;
         assert_eq!(restored, registry);

@@ -20,12 +20,26 @@ type StoreResult<T> = Result<T, StorageError<NodeId>>;
 pub struct StateMachine {
     state: StateHandle,
     snapshots: SnapshotFile,
+    /// The size of the last snapshot, so the next one is encoded into a buffer that does not
+    /// have to grow (each doubling would copy it and leave the old buffer to the allocator).
+    last_snapshot_bytes: usize,
 }
 
-/// Builds a snapshot from a copy of the state taken when the builder was made.
+/// Builds a snapshot from the state as it was encoded when the builder was made.
 pub struct SnapshotBuilder {
-    state: ReplicatedState,
+    /// The encoded state, or why it could not be encoded (reported by `build_snapshot`, since
+    /// making a builder cannot fail in openraft's interface).
+    encoded: Result<EncodedState, String>,
     snapshots: SnapshotFile,
+}
+
+/// The state machine serialized at one log position.
+struct EncodedState {
+    data: Vec<u8>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, NodeAddr>,
+    /// How long encoding took, part of the snapshot's build time.
+    encoding: std::time::Duration,
 }
 
 impl StateMachine {
@@ -36,16 +50,18 @@ impl StateMachine {
             path: snapshots.path(),
             reason,
         };
-        let state = match snapshots.load().map_err(|e| unreadable(e.to_string()))? {
-            Some((_meta, data)) => {
-                telemetry::record_snapshot_size(data.len());
-                decode(&data).map_err(unreadable)?
-            }
-            None => ReplicatedState::default(),
-        };
+        let (state, last_snapshot_bytes) =
+            match snapshots.load().map_err(|e| unreadable(e.to_string()))? {
+                Some((_meta, data)) => {
+                    telemetry::record_snapshot_size(data.len());
+                    (decode(&data).map_err(unreadable)?, data.len())
+                }
+                None => (ReplicatedState::default(), 0),
+            };
         Ok(Self {
             state: StateHandle::new(state),
             snapshots,
+            last_snapshot_bytes,
         })
     }
 
@@ -74,32 +90,33 @@ fn snapshot_id(last_applied: Option<LogId<NodeId>>, nonce: u128) -> String {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> StoreResult<Snapshot<TypeConfig>> {
         let started = std::time::Instant::now();
-        let state = std::mem::take(&mut self.state);
+        let encoded = std::mem::replace(&mut self.encoded, Err("already built".to_string()))
+            .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or_default();
+        let meta = Meta {
+            last_log_id: encoded.last_applied,
+            last_membership: encoded.membership,
+            snapshot_id: snapshot_id(encoded.last_applied, nonce),
+        };
         let snapshots = self.snapshots.clone();
-        // Serializing and fsyncing a large registry is blocking work.
-        let built = tokio::task::spawn_blocking(move || -> Result<(Meta, Vec<u8>), String> {
-            let data = serde_json::to_vec(&state).map_err(|e| e.to_string())?;
-            let nonce = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_nanos())
-                .unwrap_or_default();
-            let meta = Meta {
-                last_log_id: state.last_applied,
-                last_membership: state.membership.clone(),
-                snapshot_id: snapshot_id(state.last_applied, nonce),
-            };
-            snapshots.store(&meta, &data).map_err(|e| e.to_string())?;
-            Ok((meta, data))
+        let stored_meta = meta.clone();
+        // Writing and fsyncing a large snapshot is blocking work.
+        let data = tokio::task::spawn_blocking(move || {
+            snapshots
+                .store(&stored_meta, &encoded.data)
+                .map(|()| encoded.data)
         })
         .await
         .map_err(|e| StorageIOError::write_snapshot(None, &e))?
-        .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
-        let (meta, data) = built;
+        .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         telemetry::record_snapshot(SnapshotOrigin::Built, data.len());
         tracing::info!(
             snapshot = %meta.snapshot_id,
             bytes = data.len(),
-            elapsed_ms = started.elapsed().as_millis(),
+            elapsed_ms = (encoded.encoding + started.elapsed()).as_millis(),
             "snapshot built"
         );
         Ok(Snapshot {
@@ -159,9 +176,29 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(responses)
     }
 
+    /// Encodes the state under the read lock instead of copying it: readers go on, applies wait
+    /// about as long as a copy took, and the node never holds two registries at once (a copy
+    /// doubled its peak memory, which the allocator then kept).
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        let started = std::time::Instant::now();
+        let state = self.state.read();
+        let capacity = self.last_snapshot_bytes + self.last_snapshot_bytes / 8;
+        let mut data = Vec::with_capacity(capacity);
+        let encoded = match serde_json::to_writer(&mut data, &*state) {
+            Ok(()) => Ok(EncodedState {
+                data,
+                last_applied: state.last_applied,
+                membership: state.membership.clone(),
+                encoding: started.elapsed(),
+            }),
+            Err(error) => Err(format!("the state does not encode: {error}")),
+        };
+        drop(state);
+        if let Ok(encoded) = &encoded {
+            self.last_snapshot_bytes = encoded.data.len();
+        }
         SnapshotBuilder {
-            state: self.state.read().clone(),
+            encoded,
             snapshots: self.snapshots.clone(),
         }
     }
@@ -189,6 +226,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
             .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
         *self.state.write() = state;
+        self.last_snapshot_bytes = bytes;
         telemetry::record_snapshot(SnapshotOrigin::Installed, bytes);
         tracing::info!(snapshot = %meta.snapshot_id, bytes, "snapshot installed");
         Ok(())

@@ -1,0 +1,132 @@
+//! The index from a clock's identity, its (name, schedule literal) pair, to its id.
+//!
+//! A registration must find the clock of its pair, so every clock is indexed by it. Keyed by
+//! the pair itself, the index held a second copy of every name and literal; keyed by a 64-bit
+//! hash of the pair, an entry is a number and a shared id. Two pairs may share a hash, so a
+//! lookup checks each candidate's own name and literal: a collision costs a comparison, never
+//! a wrong answer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::clock::{Clock, ClockId};
+
+/// Clock ids by the hash of their (name, schedule literal) pair.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PairIndex {
+    entries: BTreeSet<(u64, ClockId)>,
+}
+
+impl PairIndex {
+    /// Indexes `clock` under its pair.
+    pub(crate) fn insert(&mut self, clock: &Clock) {
+        self.entries.insert(entry_of(clock));
+    }
+
+    /// Removes `clock` from the index.
+    pub(crate) fn remove(&mut self, clock: &Clock) {
+        self.entries.remove(&entry_of(clock));
+    }
+
+    /// The clock of `clocks` whose pair is (`name`, `literal`), if any.
+    pub(crate) fn find<'a>(
+        &self,
+        clocks: &'a BTreeMap<ClockId, Clock>,
+        name: &str,
+        literal: &str,
+    ) -> Option<&'a Clock> {
+        let hash = pair_hash(name, literal);
+        self.entries
+            .range((hash, ClockId::new(String::new()))..)
+            .take_while(|(candidate, _)| *candidate == hash)
+            .filter_map(|(_, id)| clocks.get(id))
+            .find(|clock| clock.name == name && clock.schedule.as_str() == literal)
+    }
+}
+
+/// The index entry of `clock`: its pair's hash and its (shared) id.
+fn entry_of(clock: &Clock) -> (u64, ClockId) {
+    (
+        pair_hash(&clock.name, clock.schedule.as_str()),
+        clock.id.clone(),
+    )
+}
+
+/// The pair's hash. `DefaultHasher::new` has fixed keys, so a hash is the same for the life of
+/// the process (the index is rebuilt on load, never stored). `str`'s `Hash` ends each string
+/// with a separator, so ("ab", "c") and ("a", "bc") hash apart.
+fn pair_hash(name: &str, literal: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    name.hash(&mut hasher);
+    literal.hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Channel, ClockStatus};
+    use crate::schedule::Schedule;
+
+    fn clock(id: &str, name: &str, literal: &str) -> Clock {
+        Clock {
+            id: ClockId::new(id.to_owned()),
+            name: name.to_owned(),
+            schedule: literal.parse::<Schedule>().expect("a valid literal"),
+            status: ClockStatus::Active,
+            channel: Channel::Rabbit {
+                queue: format!("ticktok-{name};{literal}"),
+            },
+        }
+    }
+
+    fn indexed(clocks: &[Clock]) -> (BTreeMap<ClockId, Clock>, PairIndex) {
+        let mut index = PairIndex::default();
+        for clock in clocks {
+            index.insert(clock);
+        }
+        let by_id = clocks.iter().map(|c| (c.id.clone(), c.clone())).collect();
+        (by_id, index)
+    }
+
+    #[test]
+    fn finds_the_clock_of_a_pair_and_nothing_else() {
+        let (clocks, index) = indexed(&[
+            clock("c1", "ab", "every.1.seconds"),
+            clock("c2", "a", "every.1.seconds"),
+        ]);
+        let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.as_str());
+        assert_eq!(found("ab", "every.1.seconds"), Some("c1"));
+        assert_eq!(found("a", "every.1.seconds"), Some("c2"));
+        assert_eq!(found("a", "every.2.seconds"), None);
+        assert_eq!(found("abevery.1.seconds", ""), None);
+    }
+
+    #[test]
+    fn a_removed_clock_is_not_found() {
+        let orders = clock("c1", "orders", "@never");
+        let (clocks, mut index) = indexed(std::slice::from_ref(&orders));
+        index.remove(&orders);
+        assert!(index.find(&clocks, "orders", "@never").is_none());
+        assert_eq!(index, PairIndex::default());
+    }
+
+    #[test]
+    fn clocks_that_share_a_hash_are_told_apart_by_their_pair() {
+        // Force a collision: file both clocks under one hash, as two pairs could be.
+        let first = clock("c1", "orders", "@never");
+        let second = clock("c2", "invoices", "@never");
+        let hash = pair_hash("orders", "@never");
+        let index = PairIndex {
+            entries: [(hash, first.id.clone()), (hash, second.id.clone())].into(),
+        };
+        let clocks: BTreeMap<ClockId, Clock> = [first, second]
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
+        let found = index
+            .find(&clocks, "orders", "@never")
+            .map(|c| c.id.as_str());
+        assert_eq!(found, Some("c1"));
+    }
+}
