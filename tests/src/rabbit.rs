@@ -1,5 +1,6 @@
 //! The tests' side of RabbitMQ: finding the broker, and consumers that record every delivery.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -234,7 +235,12 @@ impl PrivateBroker {
 
     /// The AMQP URI of this broker.
     pub fn uri(&self) -> String {
-        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+        amqp_uri(self.address())
+    }
+
+    /// The broker's AMQP listener, for a proxy in front of it.
+    pub fn address(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
     /// Starts the broker again after [`Self::stop`], and waits until it accepts connections.
@@ -326,9 +332,15 @@ impl Drop for PrivateBroker {
     }
 }
 
+/// The guest AMQP URI of a broker (or of a proxy in front of one) listening at `address`.
+pub fn amqp_uri(address: std::net::SocketAddr) -> String {
+    format!("amqp://guest:guest@{address}/%2f")
+}
+
 /// A consumer that reconnects whenever the broker goes away, recording every delivery.
 pub struct ResilientConsumer {
     received: Arc<Mutex<Vec<Received>>>,
+    attachments: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -345,11 +357,14 @@ impl ResilientConsumer {
         on_message: impl Fn(&Value) + Send + 'static,
     ) -> ResilientConsumer {
         let received = Arc::new(Mutex::new(Vec::new()));
+        let attachments = Arc::new(AtomicUsize::new(0));
         let (uri, queue, sink) = (uri.to_string(), queue.to_string(), received.clone());
+        let attached = attachments.clone();
         let task = tokio::spawn(async move {
             loop {
                 if let Ok((mut consumer, connection)) = Consumers::start_checked(&uri, &queue).await
                 {
+                    attached.fetch_add(1, Ordering::SeqCst);
                     while let Some(Ok(delivery)) = consumer.next().await {
                         let record = record(&delivery, 0);
                         on_message(&record.body);
@@ -361,7 +376,17 @@ impl ResilientConsumer {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        ResilientConsumer { received, task }
+        ResilientConsumer {
+            received,
+            attachments,
+            task,
+        }
+    }
+
+    /// How many times the consumer has attached to the queue: one more after each broker
+    /// restart, once it consumes again.
+    pub fn attachments(&self) -> usize {
+        self.attachments.load(Ordering::SeqCst)
     }
 
     /// Everything received so far.
