@@ -1,7 +1,6 @@
 //! The type configuration that binds openraft to tickd's domain.
 
 use std::fmt;
-use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 use tickd_domain::{Command, Outcome};
@@ -43,13 +42,13 @@ pub struct Response {
 
 openraft::declare_raft_types!(
     /// tickd's Raft types: commands of the clock registry, replicated between nodes addressed
-    /// by [`NodeAddr`], with snapshots held in memory as serialized bytes.
+    /// by [`NodeAddr`], with snapshots as files (a large one is never in memory at once).
     pub TypeConfig:
         D = Command,
         R = Response,
         NodeId = NodeId,
         Node = NodeAddr,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
         AsyncRuntime = openraft::TokioRuntime,
 );

@@ -35,9 +35,11 @@
 //! behind it, and nothing more, because only committed entries are ever applied.
 //!
 //! Snapshots are encoded under the state's read lock (applies wait; reads go on) rather than
-//! from a copy of the state, which would double the node's peak memory; they are written and
-//! fsynced off the lock, sent to followers in 1 MiB chunks by openraft, and installed by
-//! writing the snapshot file first and swapping the in-memory state second.
+//! from a copy of the state, which would double the node's peak memory, and straight into a
+//! temporary file rather than a buffer; they are fsynced off the lock, sent to followers from
+//! the file in 1 MiB chunks by openraft, and installed by making the received file the
+//! snapshot file first and swapping the in-memory state second. A snapshot is never in memory
+//! as a whole (see `snapshot_file`).
 //!
 //! # What operators see
 //!
@@ -60,7 +62,7 @@ pub mod wal_sync;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rocksdb::{ColumnFamilyDescriptor, DB, Options};
+use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Options};
 use tickd_raft::StateHandle;
 
 pub use log_store::{LogReader, LogStore};
@@ -115,9 +117,18 @@ pub fn open(data_dir: &Path) -> Result<(LogStore, StateMachine, StateHandle), Op
 /// garbage long before. 4 MiB is a few thousand entries, flushed in the background.
 const WRITE_BUFFER_BYTES: usize = 4 << 20;
 
-fn family_options() -> Options {
+/// The block cache, shared by the column families. Left unset, RocksDB gives every column
+/// family a cache of its own (32 MiB each), which a leader fills by reading back flushed
+/// entries for a lagging follower; the log's readers want the newest entries, which the
+/// memtable usually still holds, so a small cache serves them.
+const BLOCK_CACHE_BYTES: usize = 4 << 20;
+
+fn family_options(block_cache: &Cache) -> Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(block_cache);
     let mut options = Options::default();
     options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    options.set_block_based_table_factory(&table);
     options
 }
 
@@ -127,8 +138,9 @@ fn open_db(path: &Path) -> Result<Arc<DB>, OpenError> {
     options.create_missing_column_families(true);
     // The log is small and short-lived: entries are purged after every snapshot.
     options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let block_cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
     let families = [keys::LOG_CF, keys::META_CF]
-        .map(|name| ColumnFamilyDescriptor::new(name, family_options()));
+        .map(|name| ColumnFamilyDescriptor::new(name, family_options(&block_cache)));
     DB::open_cf_descriptors(&options, path, families)
         .map(Arc::new)
         .map_err(|source| OpenError::Log {

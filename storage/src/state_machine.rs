@@ -1,7 +1,7 @@
 //! The state machine: the clock registry in memory, made durable by snapshots.
 
-use std::io::Cursor;
 use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{
@@ -11,7 +11,7 @@ use openraft::{
 use tickd_raft::{NodeAddr, NodeId, ReplicatedState, Response, StateHandle, TypeConfig};
 
 use crate::OpenError;
-use crate::snapshot_file::{Meta, SnapshotFile};
+use crate::snapshot_file::{Meta, PendingSnapshot, SnapshotFile};
 use crate::telemetry::{self, SnapshotOrigin};
 
 type StoreResult<T> = Result<T, StorageError<NodeId>>;
@@ -20,48 +20,44 @@ type StoreResult<T> = Result<T, StorageError<NodeId>>;
 pub struct StateMachine {
     state: StateHandle,
     snapshots: SnapshotFile,
-    /// The size of the last snapshot, so the next one is encoded into a buffer that does not
-    /// have to grow (each doubling would copy it and leave the old buffer to the allocator).
-    last_snapshot_bytes: usize,
 }
 
-/// Builds a snapshot from the state as it was encoded when the builder was made.
+/// Finishes a snapshot whose state was written to a temporary file when the builder was made.
 pub struct SnapshotBuilder {
-    /// The encoded state, or why it could not be encoded (reported by `build_snapshot`, since
+    /// The written state, or why it could not be written (reported by `build_snapshot`, since
     /// making a builder cannot fail in openraft's interface).
-    encoded: Result<EncodedState, String>,
+    written: Result<WrittenState, String>,
     snapshots: SnapshotFile,
 }
 
-/// The state machine serialized at one log position.
-struct EncodedState {
-    data: Vec<u8>,
-    last_applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, NodeAddr>,
-    /// How long encoding took, part of the snapshot's build time.
-    encoding: std::time::Duration,
+/// The state machine serialized at one log position, not yet durable.
+struct WrittenState {
+    pending: PendingSnapshot,
+    meta: Meta,
+    /// How long writing took, part of the snapshot's build time.
+    writing: Duration,
 }
 
 impl StateMachine {
     /// Loads the state from the snapshot in `snapshot_dir`, or starts empty.
     pub(crate) fn open(snapshot_dir: PathBuf) -> Result<Self, OpenError> {
         let snapshots = SnapshotFile::new(snapshot_dir);
-        let unreadable = |reason: String| OpenError::Snapshot {
-            path: snapshots.path(),
-            reason,
+        let state = match snapshots.load() {
+            Ok(Some((state, bytes))) => {
+                telemetry::record_snapshot_size(bytes);
+                state
+            }
+            Ok(None) => ReplicatedState::default(),
+            Err(error) => {
+                return Err(OpenError::Snapshot {
+                    path: snapshots.path(),
+                    reason: error.to_string(),
+                });
+            }
         };
-        let (state, last_snapshot_bytes) =
-            match snapshots.load().map_err(|e| unreadable(e.to_string()))? {
-                Some((_meta, data)) => {
-                    telemetry::record_snapshot_size(data.len());
-                    (decode(&data).map_err(unreadable)?, data.len())
-                }
-                None => (ReplicatedState::default(), 0),
-            };
         Ok(Self {
             state: StateHandle::new(state),
             snapshots,
-            last_snapshot_bytes,
         })
     }
 
@@ -69,10 +65,6 @@ impl StateMachine {
     pub fn handle(&self) -> StateHandle {
         self.state.clone()
     }
-}
-
-fn decode(data: &[u8]) -> Result<ReplicatedState, String> {
-    serde_json::from_slice(data).map_err(|error| format!("the snapshot does not decode: {error}"))
 }
 
 /// A snapshot's id: unique per log position and per build, so that a follower never mistakes
@@ -89,39 +81,31 @@ fn snapshot_id(last_applied: Option<LogId<NodeId>>, nonce: u128) -> String {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> StoreResult<Snapshot<TypeConfig>> {
-        let started = std::time::Instant::now();
-        let encoded = std::mem::replace(&mut self.encoded, Err("already built".to_string()))
+        let started = Instant::now();
+        let written = std::mem::replace(&mut self.written, Err("already built".to_string()))
             .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_nanos())
-            .unwrap_or_default();
-        let meta = Meta {
-            last_log_id: encoded.last_applied,
-            last_membership: encoded.membership,
-            snapshot_id: snapshot_id(encoded.last_applied, nonce),
-        };
+        let WrittenState {
+            pending,
+            meta,
+            writing,
+        } = written;
+        let bytes = pending.bytes;
         let snapshots = self.snapshots.clone();
-        let stored_meta = meta.clone();
-        // Writing and fsyncing a large snapshot is blocking work.
-        let data = tokio::task::spawn_blocking(move || {
-            snapshots
-                .store(&stored_meta, &encoded.data)
-                .map(|()| encoded.data)
-        })
-        .await
-        .map_err(|e| StorageIOError::write_snapshot(None, &e))?
-        .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        telemetry::record_snapshot(SnapshotOrigin::Built, data.len());
+        // Fsyncing a large snapshot is blocking work.
+        let file = tokio::task::spawn_blocking(move || snapshots.commit(pending))
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        telemetry::record_snapshot(SnapshotOrigin::Built, bytes);
         tracing::info!(
             snapshot = %meta.snapshot_id,
-            bytes = data.len(),
-            elapsed_ms = (encoded.encoding + started.elapsed()).as_millis(),
+            bytes,
+            elapsed_ms = (writing + started.elapsed()).as_millis(),
             "snapshot built"
         );
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
         })
     }
 }
@@ -176,57 +160,66 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(responses)
     }
 
-    /// Encodes the state under the read lock instead of copying it: readers go on, applies wait
-    /// about as long as a copy took, and the node never holds two registries at once (a copy
-    /// doubled its peak memory, which the allocator then kept).
+    /// Writes the state to a temporary file under the read lock instead of copying it:
+    /// readers go on, applies wait about as long as a copy took, and the node never holds two
+    /// registries (or a registry and its encoding) at once. The writes reach the page cache
+    /// only; the fsync happens in `build_snapshot`, off the lock.
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let state = self.state.read();
-        let capacity = self.last_snapshot_bytes + self.last_snapshot_bytes / 8;
-        let mut data = Vec::with_capacity(capacity);
-        let encoded = match serde_json::to_writer(&mut data, &*state) {
-            Ok(()) => Ok(EncodedState {
-                data,
-                last_applied: state.last_applied,
-                membership: state.membership.clone(),
-                encoding: started.elapsed(),
-            }),
-            Err(error) => Err(format!("the state does not encode: {error}")),
+        let nonce = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or_default();
+        let meta = Meta {
+            last_log_id: state.last_applied,
+            last_membership: state.membership.clone(),
+            snapshot_id: snapshot_id(state.last_applied, nonce),
         };
+        let written = self
+            .snapshots
+            .write("built", &meta, &*state)
+            .map(|pending| WrittenState {
+                pending,
+                meta,
+                writing: started.elapsed(),
+            })
+            .map_err(|error| format!("the state could not be written: {error}"));
         drop(state);
-        if let Ok(encoded) = &encoded {
-            self.last_snapshot_bytes = encoded.data.len();
-        }
         SnapshotBuilder {
-            encoded,
+            written,
             snapshots: self.snapshots.clone(),
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StoreResult<Box<Cursor<Vec<u8>>>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> StoreResult<Box<tokio::fs::File>> {
+        let file = self
+            .snapshots
+            .receiving()
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        Ok(Box::new(tokio::fs::File::from_std(file)))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<tokio::fs::File>,
     ) -> StoreResult<()> {
-        let data = snapshot.into_inner();
-        let bytes = data.len();
+        let received = snapshot.into_std().await;
         let signature = Some(meta.signature());
-        let state = decode(&data).map_err(|reason| {
-            StorageIOError::read_snapshot(signature.clone(), &std::io::Error::other(reason))
-        })?;
-        // Durable first, visible second: a crash in between restarts from the new snapshot.
         let snapshots = self.snapshots.clone();
-        let stored_meta = meta.clone();
-        tokio::task::spawn_blocking(move || snapshots.store(&stored_meta, &data))
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
-            .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
+        // Durable first, visible second: a crash in between restarts from the new snapshot.
+        let (state, bytes) = tokio::task::spawn_blocking(move || {
+            let mut pending = snapshots.receive(received)?;
+            let state = pending.decode()?;
+            let bytes = pending.bytes;
+            snapshots.commit(pending)?;
+            Ok::<_, std::io::Error>((state, bytes))
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
+        .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
         *self.state.write() = state;
-        self.last_snapshot_bytes = bytes;
         telemetry::record_snapshot(SnapshotOrigin::Installed, bytes);
         tracing::info!(snapshot = %meta.snapshot_id, bytes, "snapshot installed");
         Ok(())
@@ -234,13 +227,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> StoreResult<Option<Snapshot<TypeConfig>>> {
         let snapshots = self.snapshots.clone();
-        let loaded = tokio::task::spawn_blocking(move || snapshots.load())
+        let current = tokio::task::spawn_blocking(move || snapshots.open())
             .await
             .map_err(|e| StorageIOError::read_snapshot(None, &e))?
             .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        Ok(loaded.map(|(meta, data)| Snapshot {
+        Ok(current.map(|(meta, file)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
         }))
     }
 }

@@ -72,7 +72,7 @@ pub(crate) fn record_committed(index: u64) {
 }
 
 /// Counts one snapshot of `bytes` bytes.
-pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: usize) {
+pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: u64) {
     let origin = match origin {
         SnapshotOrigin::Built => "built",
         SnapshotOrigin::Installed => "installed",
@@ -82,6 +82,6 @@ pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: usize) {
 }
 
 /// Records the size of the latest snapshot, also the one found on disk at start-up.
-pub(crate) fn record_snapshot_size(bytes: usize) {
+pub(crate) fn record_snapshot_size(bytes: u64) {
     gauge!(SNAPSHOT_SIZE).set(bytes as f64);
 }
