@@ -14,6 +14,7 @@
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use openraft::SnapshotMeta;
 use serde::Serialize;
@@ -26,12 +27,18 @@ pub type Meta = SnapshotMeta<NodeId, NodeAddr>;
 #[derive(Debug, Clone)]
 pub struct SnapshotFile {
     dir: PathBuf,
+    /// Held while a snapshot becomes the current one. openraft builds a snapshot in a task of
+    /// its own, so a follower can install its leader's snapshot while an older one of its own
+    /// is still being fsynced; the lock lets [`Self::commit`] see which one is newer.
+    commits: Arc<Mutex<()>>,
 }
 
 /// A snapshot written to a temporary file, not yet the current one.
 pub struct PendingSnapshot {
     file: File,
     path: PathBuf,
+    /// What the snapshot holds.
+    pub meta: Meta,
     /// The file's length: the metadata line and the data.
     pub bytes: u64,
 }
@@ -39,7 +46,10 @@ pub struct PendingSnapshot {
 impl SnapshotFile {
     /// The snapshot kept in `dir`.
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            commits: Arc::default(),
+        }
     }
 
     fn current(&self) -> PathBuf {
@@ -89,7 +99,12 @@ impl SnapshotFile {
             .into_inner()
             .map_err(io::IntoInnerError::into_error)?;
         let bytes = file.stream_position()?;
-        Ok(PendingSnapshot { file, path, bytes })
+        Ok(PendingSnapshot {
+            file,
+            path,
+            meta: meta.clone(),
+            bytes,
+        })
     }
 
     /// A fresh temporary file for a snapshot that is about to arrive from the leader in chunks.
@@ -97,9 +112,9 @@ impl SnapshotFile {
         temporary_file(&self.dir.join("receiving.tmp"))
     }
 
-    /// Copies a snapshot received from the leader (a whole snapshot file, from its start) to a
-    /// temporary file of its own.
-    pub fn receive(&self, mut received: File) -> io::Result<PendingSnapshot> {
+    /// Copies a snapshot received from the leader (a whole snapshot file, from its start, that
+    /// holds `meta`) to a temporary file of its own.
+    pub fn receive(&self, mut received: File, meta: &Meta) -> io::Result<PendingSnapshot> {
         let path = self.dir.join("received.tmp");
         let mut file = temporary_file(&path)?;
         received.seek(SeekFrom::Start(0))?;
@@ -111,19 +126,40 @@ impl SnapshotFile {
         {
             return Err(error);
         }
-        Ok(PendingSnapshot { file, path, bytes })
+        Ok(PendingSnapshot {
+            file,
+            path,
+            meta: meta.clone(),
+            bytes,
+        })
     }
 
-    /// Makes `pending` the current snapshot. When this returns, it is on disk (file and
-    /// directory entry fsynced); a crash at any point leaves either the old or the new one.
-    /// Returns the file, positioned at its start, for whoever wants to read it.
-    pub fn commit(&self, pending: PendingSnapshot) -> io::Result<File> {
-        let PendingSnapshot { mut file, path, .. } = pending;
+    /// Makes `pending` the current snapshot, unless the current one is newer (a snapshot
+    /// installed from the leader while this one was being written): an older snapshot must
+    /// never replace it, since the log before the newer one may be gone. When this returns,
+    /// the current snapshot is on disk (file and directory entry fsynced); a crash at any point
+    /// leaves either the old or the new one. Returns the current snapshot's metadata and file,
+    /// positioned at its start.
+    pub fn commit(&self, pending: PendingSnapshot) -> io::Result<(Meta, File)> {
+        let PendingSnapshot {
+            mut file,
+            path,
+            meta,
+            ..
+        } = pending;
         file.sync_all()?;
+        let _committing = self.commits.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((current, current_file)) = self.open()?
+            && current.last_log_id > meta.last_log_id
+        {
+            drop(file);
+            fs::remove_file(&path)?;
+            return Ok((current, current_file));
+        }
         fs::rename(&path, self.current())?;
         sync_dir(&self.dir)?;
         file.seek(SeekFrom::Start(0))?;
-        Ok(file)
+        Ok((meta, file))
     }
 }
 
@@ -209,7 +245,8 @@ mod tests {
             snapshots.open().expect("readable").is_none(),
             "not current before commit"
         );
-        snapshots.commit(pending).expect("committed");
+        let (committed, _file) = snapshots.commit(pending).expect("committed");
+        assert_eq!(committed, meta(7));
 
         let (current, _file) = snapshots.open().expect("readable").expect("a snapshot");
         assert_eq!(current, meta(7));
@@ -226,7 +263,7 @@ mod tests {
         let leader_dir = tempfile::tempdir().expect("a temporary directory");
         let leader = SnapshotFile::new(leader_dir.path().to_path_buf());
         let built = leader.write("built", &meta(9), &state(9)).expect("written");
-        let sent = leader.commit(built).expect("committed");
+        let (_, sent) = leader.commit(built).expect("committed");
 
         let follower_dir = tempfile::tempdir().expect("a temporary directory");
         let follower = SnapshotFile::new(follower_dir.path().to_path_buf());
@@ -234,13 +271,35 @@ mod tests {
             .write("built", &meta(3), &state(3))
             .expect("written");
         follower.commit(old).expect("committed");
-        let mut received = follower.receive(sent).expect("received");
+        let mut received = follower.receive(sent, &meta(9)).expect("received");
         assert_eq!(received.decode().expect("decodes"), state(9));
         follower.commit(received).expect("committed");
 
         assert_eq!(
             fs::read(follower.path()).expect("the follower's file"),
             fs::read(leader.path()).expect("the leader's file")
+        );
+    }
+
+    #[test]
+    fn an_older_snapshot_never_replaces_a_newer_one() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let snapshots = SnapshotFile::new(dir.path().to_path_buf());
+        let older = snapshots
+            .write("built", &meta(5), &state(5))
+            .expect("written");
+        let newer = snapshots
+            .write("installed", &meta(8), &state(8))
+            .expect("written");
+        snapshots.commit(newer).expect("committed");
+
+        let (current, _file) = snapshots.commit(older).expect("superseded, not an error");
+        assert_eq!(current, meta(8), "the newer snapshot stays the current one");
+        let (loaded, _bytes) = snapshots.load().expect("readable").expect("a snapshot");
+        assert_eq!(loaded, state(8));
+        assert!(
+            !dir.path().join("built.tmp").exists(),
+            "the older one is discarded"
         );
     }
 

@@ -33,7 +33,6 @@ pub struct SnapshotBuilder {
 /// The state machine serialized at one log position, not yet durable.
 struct WrittenState {
     pending: PendingSnapshot,
-    meta: Meta,
     /// How long writing took, part of the snapshot's build time.
     writing: Duration,
 }
@@ -84,15 +83,12 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let started = Instant::now();
         let written = std::mem::replace(&mut self.written, Err("already built".to_string()))
             .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
-        let WrittenState {
-            pending,
-            meta,
-            writing,
-        } = written;
+        let WrittenState { pending, writing } = written;
         let bytes = pending.bytes;
         let snapshots = self.snapshots.clone();
-        // Fsyncing a large snapshot is blocking work.
-        let file = tokio::task::spawn_blocking(move || snapshots.commit(pending))
+        // Fsyncing a large snapshot is blocking work. If a newer snapshot was installed from
+        // the leader meanwhile, that one is what this build hands back.
+        let (meta, file) = tokio::task::spawn_blocking(move || snapshots.commit(pending))
             .await
             .map_err(|e| StorageIOError::write_snapshot(None, &e))?
             .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
@@ -181,7 +177,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .write("built", &meta, &*state)
             .map(|pending| WrittenState {
                 pending,
-                meta,
                 writing: started.elapsed(),
             })
             .map_err(|error| format!("the state could not be written: {error}"));
@@ -208,12 +203,21 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let received = snapshot.into_std().await;
         let signature = Some(meta.signature());
         let snapshots = self.snapshots.clone();
+        let installing = meta.clone();
         // Durable first, visible second: a crash in between restarts from the new snapshot.
         let (state, bytes) = tokio::task::spawn_blocking(move || {
-            let mut pending = snapshots.receive(received)?;
+            let mut pending = snapshots.receive(received, &installing)?;
             let state = pending.decode()?;
             let bytes = pending.bytes;
-            snapshots.commit(pending)?;
+            let (current, _file) = snapshots.commit(pending)?;
+            if current != installing {
+                // openraft installs only snapshots newer than the applied state, and a node
+                // builds its own only from that state, so this would be a broken invariant.
+                return Err(std::io::Error::other(format!(
+                    "snapshot {} is older than the current snapshot {}",
+                    installing.snapshot_id, current.snapshot_id
+                )));
+            }
             Ok::<_, std::io::Error>((state, bytes))
         })
         .await
