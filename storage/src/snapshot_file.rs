@@ -38,7 +38,7 @@ pub struct PendingSnapshot {
     file: File,
     path: PathBuf,
     /// What the snapshot holds.
-    pub meta: Meta,
+    meta: Meta,
     /// The file's length: the metadata line and the data.
     pub bytes: u64,
 }
@@ -81,8 +81,9 @@ impl SnapshotFile {
         }
     }
 
-    /// Writes `meta` and `state` to a temporary file named after `purpose` (so that a build and
-    /// a transfer never share one). Nothing is synced yet; [`Self::commit`] makes it current.
+    /// Writes `meta` and `state` to the temporary file `<purpose>.tmp` (a received snapshot has
+    /// its own, see [`Self::receive`]). Nothing is synced yet; [`Self::commit`] makes it
+    /// current.
     pub fn write(
         &self,
         purpose: &str,
