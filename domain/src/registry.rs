@@ -115,6 +115,13 @@ pub enum Command {
         /// The cluster's clock limit at proposal time, as for `Register`.
         max_clocks: u64,
     },
+    /// Several commands proposed together, applied in order as if each had its own log entry.
+    ///
+    /// A busy node gathers the writes that queue up while its earlier proposals are in flight
+    /// into one entry, so that one append, one fsync and one replication round carry them all.
+    /// The outcome is [`Outcome::Batch`], one outcome per command in the same order. A batch
+    /// inside a batch is rejected (it is never proposed, so it can only be a bad request).
+    Batch(Vec<Command>),
 }
 
 impl Command {
@@ -133,6 +140,7 @@ impl Command {
             Command::Touch { .. } => "touch",
             Command::Purge { .. } => "purge",
             Command::Restore { .. } => "restore",
+            Command::Batch(_) => "batch",
         }
     }
 }
@@ -195,6 +203,8 @@ pub enum Outcome {
         /// How many clocks it holds.
         clocks: u64,
     },
+    /// The outcomes of a [`Command::Batch`], in the order of its commands.
+    Batch(Vec<Outcome>),
 }
 
 /// Why a snapshot cannot be loaded as a registry: it breaks an invariant that
@@ -320,6 +330,17 @@ impl Registry {
                 now_ms,
                 max_clocks,
             } => self.restore(snapshot, now_ms, max_clocks),
+            Command::Batch(commands) => Outcome::Batch(
+                commands
+                    .into_iter()
+                    .map(|command| match command {
+                        Command::Batch(_) => Outcome::Rejected {
+                            reason: "a batch of commands cannot contain another batch".into(),
+                        },
+                        command => self.apply(command),
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -752,6 +773,49 @@ mod tests {
         }
         assert_eq!(registry.len(), 1);
         assert_eq!(registry.get(&id("from-node-2")), None);
+    }
+
+    #[test]
+    fn a_batch_applies_its_commands_in_order_as_if_each_were_alone() {
+        let mut batched = Registry::new();
+        let mut one_by_one = Registry::new();
+        let commands = vec![
+            register("orders", "every.5.seconds", "c1", NO_LIMIT),
+            register("orders", "every.5.seconds", "c2", NO_LIMIT),
+            Command::Pause {
+                id: id("c1"),
+                now_ms: 7,
+            },
+            Command::Pause {
+                id: id("unknown"),
+                now_ms: 7,
+            },
+            register("billing", "every.1.minute", "c3", 1),
+        ];
+        let expected: Vec<Outcome> = commands
+            .iter()
+            .map(|command| one_by_one.apply(command.clone()))
+            .collect();
+        assert_eq!(
+            batched.apply(Command::Batch(commands)),
+            Outcome::Batch(expected)
+        );
+        assert_eq!(batched, one_by_one);
+        // The last registration met the limit of one clock it carried.
+        assert_eq!(batched.len(), 1);
+    }
+
+    #[test]
+    fn a_batch_inside_a_batch_is_rejected_and_changes_nothing() {
+        let mut registry = Registry::new();
+        let nested = Command::Batch(vec![register("orders", "every.5.seconds", "c1", NO_LIMIT)]);
+        let outcome = registry.apply(Command::Batch(vec![nested]));
+        assert!(
+            matches!(&outcome, Outcome::Batch(outcomes)
+                if matches!(outcomes.as_slice(), [Outcome::Rejected { .. }])),
+            "{outcome:?}"
+        );
+        assert!(registry.is_empty());
     }
 
     #[test]

@@ -8,17 +8,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tickd_api::RenderMetrics;
 use tickd_raft::StateHandle;
 use tokio::sync::watch;
 
-/// Bucket bounds, in seconds, of every histogram: every tickd histogram is a duration, from a
-/// sub-millisecond fsync to a tick published a minute late (the default catch-up window).
+/// Bucket bounds, in seconds, of every duration histogram, from a sub-millisecond fsync to a
+/// tick published a minute late (the default catch-up window).
 const SECONDS_BUCKETS: [f64; 16] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0,
 ];
+
+/// Bucket bounds of the write-batch histogram, in commands per proposal: 1 is an idle node,
+/// the top bucket the batch limit.
+const COMMANDS_BUCKETS: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 
 /// How often the recorder drains histogram samples that no scrape has collected, so that
 /// memory stays bounded when nobody scrapes.
@@ -28,6 +32,10 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 pub fn install() -> Result<PrometheusHandle, BuildError> {
     let handle = PrometheusBuilder::new()
         .set_buckets(&SECONDS_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(tickd_raft::telemetry::WRITE_BATCH.to_string()),
+            &COMMANDS_BUCKETS,
+        )?
         .install_recorder()?;
     tickd_raft::telemetry::describe();
     tickd_storage::telemetry::describe();

@@ -18,7 +18,9 @@
 //!   carry the cluster secret ([`secret`]); one without it is refused with 403 before it is
 //!   parsed, so it cannot change anything.
 //! * [`Replica`]: proposes commands, forwarding them to the leader when this node is not it,
-//!   and makes local reads linearizable with a read index obtained from the leader.
+//!   and makes local reads linearizable with a read index obtained from the leader. Writes
+//!   that queue up while earlier ones are in flight are proposed together as one log entry
+//!   (`batching`), so one append, fsync and replication round carries many of them.
 //! * [`telemetry`]: this node's role, term and indexes, forwarded requests and the replicated
 //!   state's size, as metrics.
 //! * [`membership`]: adds (learner first, then voter) and removes members at runtime, on the
@@ -37,6 +39,7 @@
 //! Above: `tickd-api` (HTTP routes) and the `tickd` binary, which wires storage, network and
 //! API together. Below: `tickd-domain`, the pure registry this state machine replicates.
 
+mod batching;
 pub mod membership;
 pub mod network;
 pub mod replica;

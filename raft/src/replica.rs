@@ -16,6 +16,7 @@ use tickd_domain::{Command, Outcome};
 use tokio::time::{Instant, sleep};
 use tracing::{Span, field};
 
+use crate::batching::{Batcher, Propose};
 use crate::membership::{self, CATCH_UP_TIMEOUT, Members, MembershipChange, MembershipError, Step};
 use crate::network::{
     MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH,
@@ -58,10 +59,21 @@ pub enum ReplicaError {
 /// This node's handle on the cluster: propose, read, inspect.
 #[derive(Clone)]
 pub struct Replica {
+    route: LeaderRoute,
+    state: StateHandle,
+    /// Client writes queue here and are proposed in batches (see [`crate::batching`]).
+    writes: Batcher,
+}
+
+/// How this node reaches the leader: itself when it leads, else the leader's internal routes.
+/// It is the part of a [`Replica`] that the write batcher's task owns, so that the task holds
+/// no handle on its own queue.
+#[derive(Clone)]
+struct LeaderRoute {
     id: NodeId,
     raft: Raft,
-    state: StateHandle,
     transport: PeerTransport,
+    /// How long one request may wait for a leader.
     deadline: Duration,
 }
 
@@ -88,23 +100,27 @@ impl Replica {
         transport: PeerTransport,
         deadline: Duration,
     ) -> Self {
-        Self {
+        let route = LeaderRoute {
             id,
             raft,
-            state,
             transport,
             deadline,
+        };
+        Self {
+            writes: Batcher::spawn(route.clone()),
+            route,
+            state,
         }
     }
 
     /// This node's id.
     pub fn id(&self) -> NodeId {
-        self.id
+        self.route.id
     }
 
     /// The local openraft instance.
     pub fn raft(&self) -> &Raft {
-        &self.raft
+        &self.route.raft
     }
 
     /// The applied state. Reads from it are linearizable only after [`Self::linearize`].
@@ -114,21 +130,20 @@ impl Replica {
 
     /// The transport shared with the Raft network.
     pub fn transport(&self) -> &PeerTransport {
-        &self.transport
+        &self.route.transport
     }
 
     /// Commits `command` through the leader and returns the registry's outcome.
+    ///
+    /// Writes that arrive while this node's earlier proposals are in flight share a log entry
+    /// with them ([`crate::batching`]); the outcome is still this command's own.
     ///
     /// The span names the command's kind (never its contents) and, once committed, the log
     /// index: the same index appears on every node's `apply` span, which ties this request
     /// to the entry the leader proposed for it.
     #[tracing::instrument(skip_all, fields(command = command.kind(), index = field::Empty))]
     pub async fn write(&self, command: Command) -> Result<Outcome, ReplicaError> {
-        let response = self
-            .with_retries(self.deadline, |remaining| {
-                self.try_write(command.clone(), remaining)
-            })
-            .await?;
+        let response = self.writes.submit(command).await?;
         if let Some(index) = response.index {
             Span::current().record("index", index);
         }
@@ -141,20 +156,21 @@ impl Replica {
     /// Returns once this node has applied every write acknowledged before the call.
     #[tracing::instrument(skip_all, fields(read_index = field::Empty))]
     pub async fn linearize(&self) -> Result<(), ReplicaError> {
-        let index = self
-            .with_retries(self.deadline, |remaining| self.try_read_index(remaining))
-            .await?;
+        let route = &self.route;
+        let index =
+            with_retries(route.deadline, |remaining| route.try_read_index(remaining)).await?;
         let Some(index) = index else {
             return Ok(());
         };
         Span::current().record("read_index", index);
-        self.raft
-            .wait(Some(self.deadline))
+        route
+            .raft
+            .wait(Some(route.deadline))
             .applied_index_at_least(Some(index), "linearizable read")
             .await
             .map(|_| ())
             .map_err(|error| ReplicaError::NoLeader {
-                waited: self.deadline,
+                waited: route.deadline,
                 reason: format!("applying up to the read index {index}: {error}"),
             })
     }
@@ -166,8 +182,8 @@ impl Replica {
         &self,
         change: MembershipChange,
     ) -> Result<Result<Members, MembershipError>, ReplicaError> {
-        self.with_retries(MEMBERSHIP_DEADLINE, |remaining| {
-            self.try_change_membership(change.clone(), remaining)
+        with_retries(MEMBERSHIP_DEADLINE, |remaining| {
+            self.route.try_change_membership(change.clone(), remaining)
         })
         .await
     }
@@ -179,43 +195,54 @@ impl Replica {
         node: &NodeAddr,
         timeout: Duration,
     ) -> Result<NodeStatus, TransportError> {
-        let address = self.transport.address_of(id, node);
-        self.transport.get(address, STATUS_PATH, timeout).await
+        let transport = &self.route.transport;
+        transport
+            .get(transport.address_of(id, node), STATUS_PATH, timeout)
+            .await
     }
+}
 
-    async fn with_retries<T, F, Fut>(
-        &self,
-        deadline: Duration,
-        mut attempt: F,
-    ) -> Result<T, ReplicaError>
-    where
-        F: FnMut(Duration) -> Fut,
-        Fut: Future<Output = Attempt<T>>,
-    {
-        let started = Instant::now();
-        let give_up_at = started + deadline;
-        let mut backoff = FIRST_RETRY_BACKOFF;
-        loop {
-            let remaining = give_up_at.saturating_duration_since(Instant::now());
-            // A leader that lost its quorum accepts a proposal and never commits it: every
-            // attempt is bounded by what is left of the deadline.
-            let reason = match tokio::time::timeout(remaining, attempt(remaining)).await {
-                Ok(Attempt::Done(result)) => return result,
-                Ok(Attempt::Retry(reason)) => reason,
-                Err(_) => "no quorum confirmed the request in time".to_string(),
-            };
-            if Instant::now() + backoff >= give_up_at {
-                return Err(ReplicaError::NoLeader {
-                    waited: started.elapsed(),
-                    reason,
-                });
-            }
-            tracing::debug!(%reason, backoff_ms = backoff.as_millis() as u64, "retrying");
-            sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
+impl Propose for LeaderRoute {
+    async fn propose(&self, command: Command, since: Instant) -> Result<Response, ReplicaError> {
+        let deadline = self.deadline.saturating_sub(since.elapsed());
+        with_retries(deadline, |remaining| {
+            self.try_write(command.clone(), remaining)
+        })
+        .await
+    }
+}
+
+/// Runs `attempt` until it is done or `deadline` has passed, backing off between tries.
+async fn with_retries<T, F, Fut>(deadline: Duration, mut attempt: F) -> Result<T, ReplicaError>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: Future<Output = Attempt<T>>,
+{
+    let started = Instant::now();
+    let give_up_at = started + deadline;
+    let mut backoff = FIRST_RETRY_BACKOFF;
+    loop {
+        let remaining = give_up_at.saturating_duration_since(Instant::now());
+        // A leader that lost its quorum accepts a proposal and never commits it: every
+        // attempt is bounded by what is left of the deadline.
+        let reason = match tokio::time::timeout(remaining, attempt(remaining)).await {
+            Ok(Attempt::Done(result)) => return result,
+            Ok(Attempt::Retry(reason)) => reason,
+            Err(_) => "no quorum confirmed the request in time".to_string(),
+        };
+        if Instant::now() + backoff >= give_up_at {
+            return Err(ReplicaError::NoLeader {
+                waited: started.elapsed(),
+                reason,
+            });
         }
+        tracing::debug!(%reason, backoff_ms = backoff.as_millis() as u64, "retrying");
+        sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
     }
+}
 
+impl LeaderRoute {
     async fn try_write(&self, command: Command, remaining: Duration) -> Attempt<Response> {
         match self.raft.client_write(command.clone()).await {
             Ok(written) => Attempt::Done(Ok(written.data)),

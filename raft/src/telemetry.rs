@@ -37,6 +37,8 @@ pub const SNAPSHOT_INDEX: &str = "tickd_raft_snapshot_index";
 pub const FORWARDED: &str = "tickd_forwarded_requests_total";
 /// How long a forwarded request took, by route.
 pub const FORWARD_DURATION: &str = "tickd_forward_duration_seconds";
+/// How many client writes each proposal of this node carried (see `crate::batching`).
+pub const WRITE_BATCH: &str = "tickd_raft_write_batch_commands";
 /// Clocks in the registry, by status.
 pub const CLOCKS: &str = "tickd_clocks";
 /// RabbitMQ ticks committed and not yet confirmed by the broker.
@@ -85,6 +87,10 @@ pub fn describe() {
         FORWARD_DURATION,
         Unit::Seconds,
         "How long one request forwarded to the leader took, by route"
+    );
+    describe_histogram!(
+        WRITE_BATCH,
+        "How many client writes one proposal of this node carried (1 when the node is idle)"
     );
     describe_gauge!(CLOCKS, "Clocks in the registry, by status");
     describe_gauge!(
@@ -152,6 +158,11 @@ pub fn record_state(state: &StateHandle) {
 pub(crate) fn record_forwarded(route: &'static str, result: &'static str, took: Duration) {
     counter!(FORWARDED, "route" => route, "result" => result).increment(1);
     histogram!(FORWARD_DURATION, "route" => route).record(took.as_secs_f64());
+}
+
+/// Records the number of client writes one proposal carries.
+pub(crate) fn record_write_batch(commands: usize) {
+    histogram!(WRITE_BATCH).record(commands as f64);
 }
 
 fn flag(on: bool) -> f64 {

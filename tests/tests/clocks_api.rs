@@ -439,3 +439,76 @@ async fn rabbit_clusters_hand_out_the_queue_and_the_consumer_uri() {
     assert_eq!(channel["uri"], json!(uri));
     assert_eq!(channel["queue"], json!("ticktok-mail;digest;every.1.hours"));
 }
+
+/// The `_sum` and `_count` of the write-batch histogram on one node: how many client writes
+/// its proposals carried, and how many proposals it made.
+async fn write_batches(cluster: &TestCluster, node: u64) -> (f64, f64) {
+    let response = authed(cluster, Method::GET, node, "/metrics")
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("node {node}: GET /metrics: {}", api::describe(&error)));
+    let text = response.text().await.expect("the scrape's body");
+    let value = |suffix: &str| {
+        let metric = format!("tickd_raft_write_batch_commands_{suffix} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&metric))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (value("sum"), value("count"))
+}
+
+#[tokio::test]
+async fn a_burst_of_writes_shares_log_entries_and_each_caller_gets_its_own_outcome() {
+    let cluster = TestCluster::start(3).await;
+    let cluster = &cluster;
+    // 90 distinct clocks, and 30 registrations of one more pair, all at once over the nodes.
+    let requests: Vec<(u64, String)> = (0..120u64)
+        .map(|n| {
+            let name = if n < 90 {
+                format!("burst-{n}")
+            } else {
+                "burst-shared".to_string()
+            };
+            (n % 3 + 1, name)
+        })
+        .collect();
+    let replies = futures::future::join_all(requests.iter().map(|(node, name)| async move {
+        register(cluster, *node, name, "every.1.minutes").await
+    }))
+    .await;
+    let mut ids = std::collections::HashMap::new();
+    for ((node, name), (status, _, body)) in requests.iter().zip(&replies) {
+        assert_eq!(*status, StatusCode::CREATED, "node {node}, {name}: {body}");
+        assert_eq!(
+            body["name"],
+            json!(name),
+            "node {node} answered another write"
+        );
+        ids.entry(name.clone())
+            .or_insert_with(std::collections::HashSet::new)
+            .insert(clock_id(body));
+    }
+    assert_eq!(ids.len(), 91, "every distinct name got a clock");
+    assert!(
+        ids.values().all(|clocks| clocks.len() == 1),
+        "one clock per pair, whatever entry carried its registrations: {ids:?}"
+    );
+    let distinct: std::collections::HashSet<_> = ids.values().flatten().collect();
+    assert_eq!(distinct.len(), 91, "no two pairs share a clock");
+    let (_, _, listed) = list(cluster, 2, "").await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(91));
+
+    let (mut writes, mut proposals) = (0.0, 0.0);
+    for node in 1..=3 {
+        let (sum, count) = write_batches(cluster, node).await;
+        writes += sum;
+        proposals += count;
+    }
+    assert!(writes >= 120.0, "every write was proposed: {writes}");
+    assert!(
+        proposals < writes,
+        "120 simultaneous writes behind two proposal slots per node shared entries: \
+         {proposals} proposals for {writes} writes"
+    );
+}
