@@ -838,6 +838,37 @@ impl TestCluster {
         }
     }
 
+    /// Waits until `node` has applied everything the leader had applied when called.
+    ///
+    /// A restarted node reports the leader as soon as it hears a heartbeat, before the leader's
+    /// replication (backed off while the node was down) has brought its log up to date. A
+    /// leader killed in that window leaves a follower with a shorter log, whose bid for
+    /// election can only fail and delay the others: callers that mean to measure a healthy
+    /// cluster's failover wait for this first.
+    ///
+    /// # Panics
+    ///
+    /// When no leader is agreed on or the node has not caught up within `timeout`.
+    pub async fn wait_caught_up(&self, node: NodeId, timeout: Duration) {
+        let leader = self.wait_for_leader(timeout).await;
+        let target = match self.own_last_applied(leader).await {
+            Ok(applied) => applied,
+            Err(reason) => panic!("reading leader {leader}'s applied index: {reason}"),
+        };
+        let caught_up = poll_until(timeout, POLL_INTERVAL, || async {
+            let applied = self.own_last_applied(node).await?;
+            if applied >= target {
+                Ok(())
+            } else {
+                Err(format!("node {node} has applied {applied} of {target}"))
+            }
+        })
+        .await;
+        if let Err(last) = caught_up {
+            panic!("node {node} did not catch up with leader {leader} within {timeout:?}: {last}");
+        }
+    }
+
     // ---- Internals ---------------------------------------------------------
 
     fn node(&self, id: NodeId) -> &Node {
@@ -917,6 +948,25 @@ impl TestCluster {
         let status = response.status();
         let body = response.json::<Value>().await.unwrap_or(Value::Null);
         Ok((status, body))
+    }
+
+    /// The last index `id` has applied, from its own cluster view.
+    async fn own_last_applied(&self, id: NodeId) -> Result<u64, String> {
+        let (status, body) = self.probe(id, "/api/v1/cluster", true).await?;
+        let members = body.get("nodes").and_then(Value::as_array);
+        members
+            .and_then(|members| {
+                members
+                    .iter()
+                    .find(|member| member.get("id").and_then(Value::as_u64) == Some(id))
+            })
+            .map(|member| {
+                member
+                    .get("last_applied")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+            })
+            .ok_or_else(|| format!("node {id}: cluster view {status} {body} does not list it"))
     }
 
     async fn health_of(&self, id: NodeId) -> Result<(), String> {

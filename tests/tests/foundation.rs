@@ -3,10 +3,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tickd_tests::api::{self, clock_id, cluster_view, list, register};
-use tickd_tests::{NodeId, TestCluster, eventually};
+use tickd_tests::{NodeId, TestCluster};
 
 const ELECTION_LIMIT: Duration = Duration::from_secs(3);
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);
@@ -29,38 +29,6 @@ async fn ids_seen_by(cluster: &TestCluster, node: NodeId) -> BTreeSet<String> {
         .iter()
         .map(|clock| clock["id"].as_str().expect("an id").to_string())
         .collect()
-}
-
-async fn last_applied(cluster: &TestCluster, node: NodeId) -> u64 {
-    let view = cluster_view(cluster, node).await;
-    view.nodes
-        .iter()
-        .find(|member| member.id == node)
-        .and_then(|member| member.last_applied)
-        .unwrap_or(0)
-}
-
-/// Waits until `node` has applied at least what the leader had applied when called.
-async fn wait_caught_up(cluster: &TestCluster, node: NodeId) {
-    let leader = cluster.wait_for_leader(ELECTION_LIMIT * 3).await;
-    let target = last_applied(cluster, leader).await;
-    eventually(
-        &format!("node {node} to apply up to {target}"),
-        CATCH_UP_LIMIT,
-        Duration::from_millis(200),
-        || async move {
-            let applied = api::try_send(api::authed(cluster, Method::GET, node, api::CLUSTER_PATH))
-                .await
-                .ok()?;
-            let own = applied.2["nodes"]
-                .as_array()?
-                .iter()
-                .find(|m| m["id"] == json!(node))?["last_applied"]
-                .as_u64()?;
-            (own >= target).then_some(())
-        },
-    )
-    .await;
 }
 
 #[tokio::test]
@@ -113,7 +81,7 @@ async fn leader_kill_elects_a_new_leader_and_the_old_one_catches_up() {
 
     cluster.restart(old);
     cluster.wait_healthy(old, CATCH_UP_LIMIT).await;
-    wait_caught_up(&cluster, old).await;
+    cluster.wait_caught_up(old, CATCH_UP_LIMIT).await;
     let seen = ids_seen_by(&cluster, old).await;
     assert!(
         seen.contains(&before) && after.iter().all(|id| seen.contains(id)),
@@ -144,7 +112,7 @@ async fn follower_kill_keeps_writes_flowing_and_it_rejoins() {
     }
     cluster.restart(follower);
     cluster.wait_healthy(follower, CATCH_UP_LIMIT).await;
-    wait_caught_up(&cluster, follower).await;
+    cluster.wait_caught_up(follower, CATCH_UP_LIMIT).await;
     let seen = ids_seen_by(&cluster, follower).await;
     assert!(
         written.iter().all(|id| seen.contains(id)),
@@ -206,7 +174,7 @@ async fn a_wiped_node_catches_up_through_a_snapshot() {
     }
     cluster.restart(victim);
     cluster.wait_healthy(victim, CATCH_UP_LIMIT).await;
-    wait_caught_up(&cluster, victim).await;
+    cluster.wait_caught_up(victim, CATCH_UP_LIMIT).await;
     assert_eq!(ids_seen_by(&cluster, victim).await, written);
     assert!(
         cluster.log(victim).contains("snapshot installed"),
@@ -280,6 +248,6 @@ async fn sigterm_stops_a_node_cleanly_and_it_rejoins() {
     );
     cluster.restart(leader);
     cluster.wait_healthy(leader, CATCH_UP_LIMIT).await;
-    wait_caught_up(&cluster, leader).await;
+    cluster.wait_caught_up(leader, CATCH_UP_LIMIT).await;
     assert!(ids_seen_by(&cluster, leader).await.contains(&written));
 }
