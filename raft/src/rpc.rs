@@ -114,7 +114,8 @@ async fn snapshot(
     Ok(reply(raft.install_snapshot(parsed(body)?).await))
 }
 
-/// A command forwarded by a follower. It is proposed here and never forwarded again: if this
+/// A command forwarded by a follower — often a `Command::Batch` of the writes that queued up
+/// there (`crate::batching`), proposed here as one entry. It is never forwarded again: if this
 /// node is not the leader, the follower gets the `ForwardToLeader` error and retries itself.
 #[tracing::instrument(
     name = "forwarded_write",
