@@ -83,6 +83,10 @@ const FULL: Profile = Profile {
 
 /// How long the footprint scenario's unpolled clocks live before they count as abandoned.
 const FOOTPRINT_CLOCK_TTL_MS: u64 = 30 * 60 * 1_000;
+/// Log entries between the footprint cluster's snapshots. Registrations share entries under
+/// load (group commit), so 100 000 of them make a few thousand entries, not 100 000: the
+/// leader must snapshot often enough to have built one of nearly the whole registry.
+const FOOTPRINT_SNAPSHOT_EVERY: u64 = 1_000;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -166,7 +170,7 @@ async fn run(args: &Args) -> Result<Report, String> {
             .nodes(3)
             .rabbit_uri(None)
             .clock_ttl_ms(FOOTPRINT_CLOCK_TTL_MS)
-            .snapshot_every(20_000)
+            .snapshot_every(FOOTPRINT_SNAPSHOT_EVERY)
             .start()
             .await;
         let footprint = footprint::run(&http, &cluster, profile.footprint_clocks).await;
