@@ -24,10 +24,10 @@ use crate::{ReplicaError, Response, telemetry};
 
 /// Proposals one node keeps outstanding. Two keep the pipeline full (one commits while the
 /// next gathers) without splitting a burst into many small entries.
-pub(crate) const IN_FLIGHT: usize = 2;
+const IN_FLIGHT: usize = 2;
 /// The most commands in one entry: a few hundred registrations make an entry of tens of
 /// kilobytes, far below the RPC body limit, and bound how long one apply holds the state lock.
-pub(crate) const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 256;
 /// Writes that may wait for a slot before callers wait to queue (backpressure on the API).
 const QUEUE_DEPTH: usize = 4 * MAX_BATCH;
 
