@@ -136,13 +136,20 @@ async fn register_and_consume(
 ) -> Result<TickConsumers, String> {
     let mut consumers = TickConsumers::connect(rabbit).await?;
     let started = std::time::Instant::now();
+    let mut ticking = 0;
     for (part, part_queues) in population
         .parts(REGISTER_PART)
         .iter()
         .zip(queues.chunks(REGISTER_PART))
     {
-        part.register(http, cluster).await?;
+        // Each registered part adds its ticks to the broker's load; a broker that cannot carry
+        // the population stops answering tickd's queue declarations in time, and how many
+        // clocks were ticking by then is its capacity.
+        part.register(http, cluster).await.map_err(|error| {
+            format!("the broker fell behind once {ticking} clocks were ticking: {error}")
+        })?;
         consumers.subscribe(part_queues).await?;
+        ticking += part_queues.len();
     }
     println!(
         "  {} clocks registered with tickd and consumed at {:.0}/s",
