@@ -10,6 +10,8 @@ use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use serde_json::Value;
 
+use crate::proxy::{LinkMode, LinkProxy};
+
 /// The machine's broker.
 pub const BROKER_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -238,8 +240,8 @@ impl PrivateBroker {
         amqp_uri(self.address())
     }
 
-    /// The broker's AMQP listener, for a proxy in front of it.
-    pub fn address(&self) -> std::net::SocketAddr {
+    /// The broker's AMQP listener, for the gate in front of it.
+    fn address(&self) -> std::net::SocketAddr {
         std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
@@ -332,8 +334,85 @@ impl Drop for PrivateBroker {
     }
 }
 
-/// The guest AMQP URI of a broker (or of a proxy in front of one) listening at `address`.
-pub fn amqp_uri(address: std::net::SocketAddr) -> String {
+/// How long consumers may take to attach again to a restarted broker before the test gives up.
+const REATTACH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A [`PrivateBroker`] that tickd reaches through a gate (a [`LinkProxy`]) the test controls,
+/// while the test's consumers connect to the broker directly.
+///
+/// It settles a race the test would otherwise lose on a loaded machine. A scheduled tick
+/// expires one interval after the broker takes it (SPEC §5). Had tickd reached a restarted
+/// broker before the test's consumers did, it would publish the outage's ticks into queues
+/// nobody consumed, they could expire there, and the test would blame tickd for its own
+/// consumers' slowness. So the gate stays shut from the stop until every consumer is attached
+/// again.
+pub struct GatedBroker {
+    broker: PrivateBroker,
+    gate: LinkProxy,
+}
+
+impl GatedBroker {
+    /// Starts a private broker and an open gate in front of it.
+    pub async fn start() -> GatedBroker {
+        let broker = PrivateBroker::start().await;
+        let listen = std::net::SocketAddr::from(([127, 0, 0, 1], crate::ports::allocate(1)[0]));
+        let gate = LinkProxy::start(listen, broker.address())
+            .await
+            .expect("a gate in front of the private broker");
+        GatedBroker { broker, gate }
+    }
+
+    /// The URI to configure tickd with: through the gate.
+    pub fn gated_uri(&self) -> String {
+        amqp_uri(self.gate.address())
+    }
+
+    /// The URI the test's consumers use: the broker itself.
+    pub fn uri(&self) -> String {
+        self.broker.uri()
+    }
+
+    /// Whether the broker process runs (it was not stopped).
+    pub fn is_running(&self) -> bool {
+        self.broker.is_running()
+    }
+
+    /// Stops the broker as [`PrivateBroker::stop`] does (tickd sees a real shutdown), then
+    /// shuts the gate.
+    pub fn stop(&mut self) {
+        self.broker.stop();
+        self.gate.set(LinkMode::Drop);
+    }
+
+    /// Starts the broker again, waits until each of `consumers` has attached to it, and only
+    /// then opens the gate to tickd.
+    ///
+    /// # Panics
+    ///
+    /// When a consumer has not attached within [`REATTACH_TIMEOUT`]: the harness, not tickd,
+    /// has failed then.
+    pub async fn restart_then_open(&mut self, consumers: &[&ResilientConsumer]) {
+        let before: Vec<usize> = consumers.iter().map(|c| c.attachments()).collect();
+        self.broker.restart().await;
+        crate::wait::eventually(
+            "the test's consumers attached to the restarted broker",
+            REATTACH_TIMEOUT,
+            Duration::from_millis(20),
+            || {
+                let all_back = consumers
+                    .iter()
+                    .zip(&before)
+                    .all(|(consumer, before)| consumer.attachments() > *before);
+                async move { all_back.then_some(()) }
+            },
+        )
+        .await;
+        self.gate.set(LinkMode::Pass);
+    }
+}
+
+/// The guest AMQP URI of a broker (or of the gate in front of one) listening at `address`.
+fn amqp_uri(address: std::net::SocketAddr) -> String {
     format!("amqp://guest:guest@{address}/%2f")
 }
 

@@ -2,16 +2,14 @@
 //! Each scenario runs on the channel(s) it is about; the broker scenarios run on both.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 use tickd_tests::api::{action, clock_id, get_clock, register};
-use tickd_tests::proxy::{LinkMode, LinkProxy};
 use tickd_tests::rabbit::{self, Consumers};
-use tickd_tests::{NodeId, TestCluster, eventually, ports, unique_name};
+use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
 /// One delivered tick as a client saw it.
 #[derive(Debug, Clone)]
@@ -451,19 +449,12 @@ async fn a_broker_outage_of_ten_seconds_loses_no_tick() {
     if rabbit::broker().await.is_none() {
         return; // No RabbitMQ on this machine at all (outside CI).
     }
-    let mut broker = rabbit::PrivateBroker::start().await;
-    // tickd reaches the broker through a proxy, so that the test can hold tickd back after the
-    // restart until its own consumer is attached again. A scheduled tick expires one interval
-    // after the broker takes it (SPEC §5): had tickd won the race to the restarted broker on a
-    // loaded machine, the outage's ticks could expire before anyone consumed them, and the
-    // test would blame tickd for the consumer's slowness.
-    let proxy_address = SocketAddr::from(([127, 0, 0, 1], ports::allocate(1)[0]));
-    let proxy = LinkProxy::start(proxy_address, broker.address())
-        .await
-        .expect("a proxy in front of the private broker");
+    // tickd reaches the broker through a gate that stays shut after the restart until the
+    // test's consumer is attached again (see GatedBroker).
+    let mut broker = rabbit::GatedBroker::start().await;
     let cluster = TestCluster::builder()
         .nodes(3)
-        .rabbit_uri(Some(rabbit::amqp_uri(proxy.address())))
+        .rabbit_uri(Some(broker.gated_uri()))
         .start()
         .await;
     let clock = register_ok(&cluster, 2, &unique_name("outage"), "every.1.seconds").await;
@@ -483,18 +474,8 @@ async fn a_broker_outage_of_ten_seconds_loses_no_tick() {
     let stop_began = Instant::now();
     broker.stop();
     let stop_ended_ms = unix_ms();
-    proxy.set(LinkMode::Drop);
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let attached_before = consumer.attachments();
-    broker.restart().await;
-    eventually(
-        "the consumer attached to the restarted broker",
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || async { (consumer.attachments() > attached_before).then_some(()) },
-    )
-    .await;
-    proxy.set(LinkMode::Pass);
+    broker.restart_then_open(&[&consumer]).await;
     let healed_at = Instant::now();
     tokio::time::sleep(Duration::from_secs(4)).await;
 

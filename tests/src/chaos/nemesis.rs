@@ -4,15 +4,16 @@
 //! leader (continued after a pause), a network partition isolating the leader or a follower
 //! (every link from and to it black-holed by the link proxies, then healed), a crash of every
 //! node at once (all restarted), and, in RabbitMQ runs, a stop and start of the run's private
-//! broker. Each fault is healed before
-//! the next one; the time until the cluster has a leader again is measured.
+//! broker (tickd is let back in once the run's consumers are attached again, see
+//! [`GatedBroker`]). Each fault is healed before the next one; the time until the cluster has
+//! a leader again is measured.
 
 use std::time::{Duration, Instant};
 
 use crate::chaos::history::Fault;
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
-use crate::rabbit::PrivateBroker;
+use crate::rabbit::{GatedBroker, ResilientConsumer};
 use crate::{NodeId, TestCluster};
 
 /// How long the nemesis waits for a leader after a fault before it records the fault as one
@@ -36,6 +37,15 @@ pub enum FaultKind {
     CrashAll,
     /// Stop the private RabbitMQ, start it again.
     BrokerOutage,
+}
+
+/// The RabbitMQ side of a run: the broker the nemesis may stop, and the consumers to wait for
+/// when it comes back.
+pub struct RabbitSide<'a> {
+    /// The run's private broker, gated in front of tickd.
+    pub broker: &'a mut GatedBroker,
+    /// The run's consumers, attached to the broker directly.
+    pub consumers: Vec<&'a ResilientConsumer>,
 }
 
 /// The leader the running nodes agree on, and how long it took to find one.
@@ -79,7 +89,7 @@ fn millis(duration: Duration) -> u64 {
 /// Injects faults until `until_ms`, healing each before the next. Returns what it did.
 pub async fn run(
     cluster: &TestCluster,
-    mut broker: Option<&mut PrivateBroker>,
+    mut rabbit: Option<RabbitSide<'_>>,
     mut rng: Rng,
     until_ms: u64,
 ) -> Vec<Fault> {
@@ -96,21 +106,21 @@ pub async fn run(
             FaultKind::PauseLeader,
             FaultKind::CrashAll,
         ];
-        if broker.is_some() {
+        if rabbit.is_some() {
             kinds.push(FaultKind::BrokerOutage);
         }
         if cluster.has_link_proxies() {
             kinds.extend([FaultKind::IsolateLeader, FaultKind::IsolateFollower]);
         }
         let kind = *rng.pick(&kinds);
-        let fault = inject(cluster, broker.as_deref_mut(), kind, &mut rng).await;
+        let fault = inject(cluster, rabbit.as_mut(), kind, &mut rng).await;
         faults.push(fault);
     }
 }
 
 async fn inject(
     cluster: &TestCluster,
-    broker: Option<&mut PrivateBroker>,
+    rabbit: Option<&mut RabbitSide<'_>>,
     kind: FaultKind,
     rng: &mut Rng,
 ) -> Fault {
@@ -170,14 +180,14 @@ async fn inject(
                 None,
             )
         }
-        (FaultKind::BrokerOutage, _) => match broker {
-            Some(broker) => {
-                // The outage runs from the stop to the moment the broker accepts AMQP again,
-                // which includes its own shutdown and start-up (seconds on a busy machine).
+        (FaultKind::BrokerOutage, _) => match rabbit {
+            Some(rabbit) => {
+                // The outage runs from the stop to the moment tickd is let in again, which
+                // includes the broker's own shutdown and start-up (seconds on a busy machine).
                 let down_at = Instant::now();
-                broker.stop();
+                rabbit.broker.stop();
                 tokio::time::sleep(hold).await;
-                broker.restart().await;
+                rabbit.broker.restart_then_open(&rabbit.consumers).await;
                 (
                     format!("RabbitMQ down for {} ms", millis(down_at.elapsed())),
                     None,

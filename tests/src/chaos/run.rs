@@ -14,7 +14,7 @@ use crate::chaos::nemesis::{self, LEADER_BOUND};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
 use crate::chaos::workload::{self, Consumer, Records};
-use crate::rabbit::PrivateBroker;
+use crate::rabbit::GatedBroker;
 
 /// Registry clients running at once.
 const CLIENTS: usize = 3;
@@ -78,15 +78,16 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     let mut rng = Rng::new(seed);
     let channel = channel_of(seed);
     let mut broker = match channel {
-        Channel::Rabbit => Some(PrivateBroker::start().await),
+        Channel::Rabbit => Some(GatedBroker::start().await),
         Channel::Http => None,
     };
     let cluster = TestCluster::builder()
         .nodes(3)
         .link_proxies()
-        .rabbit_uri(broker.as_ref().map(PrivateBroker::uri))
+        .rabbit_uri(broker.as_ref().map(GatedBroker::gated_uri))
         .start()
         .await;
+    let broker_uri = broker.as_ref().map(GatedBroker::uri);
     let records = Records::default();
     let mut violations = Vec::new();
 
@@ -105,6 +106,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         consumers.push(Consumer::start(
             &cluster,
             &created,
+            broker_uri.as_deref(),
             rng.fork(),
             records.clone(),
         ));
@@ -133,8 +135,17 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
                 &cluster, client, &names, &ids, client_rng, until_ms, &records,
             )
         });
+    let rabbit_consumers: Vec<_> = consumers.iter().filter_map(Consumer::rabbit).collect();
     let (faults, pauses, _) = tokio::join!(
-        nemesis::run(&cluster, broker.as_mut(), nemesis_rng, until_ms),
+        nemesis::run(
+            &cluster,
+            broker.as_mut().map(|broker| nemesis::RabbitSide {
+                broker,
+                consumers: rabbit_consumers.clone(),
+            }),
+            nemesis_rng,
+            until_ms
+        ),
         pause_and_resume(
             &cluster,
             watched.last().map(|clock| clock.id.clone()),
@@ -169,7 +180,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     if let Some(broker) = broker.as_mut()
         && !broker.is_running()
     {
-        broker.restart().await;
+        broker.restart_then_open(&rabbit_consumers).await;
     }
     let leader_at_ms = nemesis::await_leader(&cluster, LEADER_BOUND)
         .await

@@ -207,16 +207,19 @@ pub enum Consumer {
 }
 
 impl Consumer {
-    /// Starts consuming the clock registered with `created` (the POST response body).
+    /// Starts consuming the clock registered with `created` (the POST response body). A
+    /// RabbitMQ consumer connects to `broker_uri` when given (the broker itself, past the gate
+    /// that holds tickd back), else to the URI the channel names.
     pub fn start(
         cluster: &TestCluster,
         created: &Value,
+        broker_uri: Option<&str>,
         mut rng: Rng,
         records: Records,
     ) -> Consumer {
         let details = &created["channel"]["details"];
         if created["channel"]["type"] == "rabbit" {
-            let uri = details["uri"].as_str().unwrap_or_default();
+            let uri = broker_uri.unwrap_or_else(|| details["uri"].as_str().unwrap_or_default());
             let queue = details["queue"].as_str().unwrap_or_default();
             return Consumer::Rabbit(ResilientConsumer::start_with(uri, queue, move |message| {
                 records.push_delivery(message)
@@ -259,6 +262,14 @@ impl Consumer {
                 }
             }
         }))
+    }
+
+    /// The RabbitMQ consumer, for a broker restart to wait for; `None` for an http poller.
+    pub fn rabbit(&self) -> Option<&ResilientConsumer> {
+        match self {
+            Consumer::Rabbit(consumer) => Some(consumer),
+            Consumer::Http(_) => None,
+        }
     }
 
     /// Stops consuming.
