@@ -143,10 +143,10 @@ async fn register_and_consume(
         .zip(queues.chunks(REGISTER_PART))
     {
         // Each registered part adds its ticks to the broker's load; a broker that cannot carry
-        // the population stops answering tickd's queue declarations in time, and how many
-        // clocks were ticking by then is its capacity.
+        // the population stops answering tickd's queue declarations in time (tickd answers
+        // 503), and how many clocks were ticking by then is its capacity.
         part.register(http, cluster).await.map_err(|error| {
-            format!("the broker fell behind once {ticking} clocks were ticking: {error}")
+            format!("registration failed once {ticking} clocks were ticking: {error}")
         })?;
         consumers.subscribe(part_queues).await?;
         ticking += part_queues.len();
