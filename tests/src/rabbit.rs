@@ -202,7 +202,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// A RabbitMQ node of the test's own on a spare loopback port, so that a test may stop and
 /// start a broker without touching the machine's shared one. Its data directory survives a
 /// stop, so durable queues and persistent messages come back with it.
-pub struct PrivateBroker {
+struct PrivateBroker {
     dir: tempfile::TempDir,
     port: u16,
     dist_port: u16,
@@ -211,7 +211,7 @@ pub struct PrivateBroker {
 
 impl PrivateBroker {
     /// Starts a broker and waits (at most [`START_TIMEOUT`]) until it accepts AMQP connections.
-    pub async fn start() -> PrivateBroker {
+    async fn start() -> PrivateBroker {
         let dir = tempfile::tempdir().expect("a directory for the private broker");
         let ports = crate::ports::allocate(2);
         let config = format!(
@@ -231,12 +231,12 @@ impl PrivateBroker {
     }
 
     /// Whether the broker process runs (it was not stopped).
-    pub fn is_running(&self) -> bool {
+    fn is_running(&self) -> bool {
         self.process.is_some()
     }
 
     /// The AMQP URI of this broker.
-    pub fn uri(&self) -> String {
+    fn uri(&self) -> String {
         amqp_uri(self.address())
     }
 
@@ -246,7 +246,7 @@ impl PrivateBroker {
     }
 
     /// Starts the broker again after [`Self::stop`], and waits until it accepts connections.
-    pub async fn restart(&mut self) {
+    async fn restart(&mut self) {
         assert!(
             self.process.is_none(),
             "the private broker is running already"
@@ -303,7 +303,7 @@ impl PrivateBroker {
 
     /// Stops the broker and waits until its VM is gone: `rabbitmqctl stop` (which returns once
     /// the Erlang VM has exited), then SIGTERM and, after 20 s, SIGKILL.
-    pub fn stop(&mut self) {
+    fn stop(&mut self) {
         let Some(mut child) = self.process.take() else {
             return;
         };
@@ -337,7 +337,7 @@ impl Drop for PrivateBroker {
 /// How long consumers may take to attach again to a restarted broker before the test gives up.
 const REATTACH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A [`PrivateBroker`] that tickd reaches through a gate (a [`LinkProxy`]) the test controls,
+/// A private RabbitMQ node (`PrivateBroker`) that tickd reaches through a gate (a [`LinkProxy`]) the test controls,
 /// while the test's consumers connect to the broker directly.
 ///
 /// It settles a race the test would otherwise lose on a loaded machine. A scheduled tick
@@ -377,7 +377,7 @@ impl GatedBroker {
         self.broker.is_running()
     }
 
-    /// Stops the broker as [`PrivateBroker::stop`] does (tickd sees a real shutdown), then
+    /// Stops the broker as `PrivateBroker::stop` does (tickd sees a real shutdown), then
     /// shuts the gate.
     pub fn stop(&mut self) {
         self.broker.stop();

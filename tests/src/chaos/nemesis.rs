@@ -45,7 +45,7 @@ pub struct RabbitSide<'a> {
     /// The run's private broker, gated in front of tickd.
     pub broker: &'a mut GatedBroker,
     /// The run's consumers, attached to the broker directly.
-    pub consumers: Vec<&'a ResilientConsumer>,
+    pub consumers: &'a [&'a ResilientConsumer],
 }
 
 /// The leader the running nodes agree on, and how long it took to find one.
@@ -187,7 +187,7 @@ async fn inject(
                 let down_at = Instant::now();
                 rabbit.broker.stop();
                 tokio::time::sleep(hold).await;
-                rabbit.broker.restart_then_open(&rabbit.consumers).await;
+                rabbit.broker.restart_then_open(rabbit.consumers).await;
                 (
                     format!("RabbitMQ down for {} ms", millis(down_at.elapsed())),
                     None,

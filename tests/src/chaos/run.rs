@@ -141,7 +141,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
             &cluster,
             broker.as_mut().map(|broker| nemesis::RabbitSide {
                 broker,
-                consumers: rabbit_consumers.clone(),
+                consumers: &rabbit_consumers,
             }),
             nemesis_rng,
             until_ms
