@@ -1,0 +1,117 @@
+# Sourced by scripts/run and scripts/test: each function makes sure one thing the project
+# needs is on this Debian machine, installs or starts it only when it is missing, and says
+# which it did. Running a script twice therefore installs nothing and starts nothing twice.
+#
+# Versions of the tools fetched from registries are pinned here, so that every machine and CI
+# run test against the same ones.
+
+SCHEMATHESIS_VERSION=4.32.5
+CARGO_DEB_VERSION=3.8.0
+
+# Builds outlive a clone: RocksDB's C++ takes about 11 minutes to compile from scratch.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tickd/target}"
+# Tools the project installs for itself (the Python environment with schemathesis).
+TICKD_TOOLS="${TICKD_TOOLS:-$HOME/.cache/tickd/tools}"
+export TICKD_TOOLS
+
+say() { printf '== %s\n' "$*"; }
+
+# apt-get update runs at most once per script, and only when something must be installed.
+apt_updated=no
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "installing $* needs root (apt-get); run this script as root or install it yourself" >&2
+    exit 1
+  fi
+  if [ "$apt_updated" = no ]; then
+    apt-get update -qq
+    apt_updated=yes
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# RocksDB's bindings are generated with libclang. Look for libclang itself: a fresh machine
+# can carry libclang-cpp, which bindgen cannot load.
+ensure_libclang() {
+  if ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1; then
+    say "libclang: present"
+  else
+    say "libclang: missing, installing libclang-dev"
+    apt_install libclang-dev
+  fi
+}
+
+broker_up() { rabbitmq-diagnostics -q check_port_connectivity >/dev/null 2>&1; }
+
+# The tick and compatibility tests talk to a real RabbitMQ on 127.0.0.1:5672 (guest/guest).
+ensure_rabbitmq() {
+  if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    say "RabbitMQ: not installed, installing rabbitmq-server"
+    apt_install rabbitmq-server
+  fi
+  if broker_up; then
+    say "RabbitMQ: running on 127.0.0.1:5672"
+    return
+  fi
+  say "RabbitMQ: not running, starting it"
+  rabbitmq-server -detached >/dev/null 2>&1 || true
+  for _ in $(seq 1 90); do
+    broker_up && break
+    sleep 1
+  done
+  if broker_up; then
+    say "RabbitMQ: running on 127.0.0.1:5672"
+  else
+    echo "RabbitMQ did not come up on 127.0.0.1:5672 within 90 s; see /var/log/rabbitmq" >&2
+    exit 1
+  fi
+}
+
+# promtool checks and unit-tests the alerting rules in deploy/prometheus.
+ensure_promtool() {
+  if command -v promtool >/dev/null 2>&1; then
+    say "promtool: present"
+    return
+  fi
+  say "promtool: missing, installing Debian's prometheus package"
+  apt_install prometheus
+  # The package's own server is not wanted here; only its promtool is.
+  pkill -x prometheus >/dev/null 2>&1 || true
+}
+
+# The published Ticktok JavaScript client runs under node, installed with npm.
+ensure_node() {
+  if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+    say "node and npm: present"
+  else
+    say "node and npm: missing, installing them"
+    apt_install nodejs npm
+  fi
+}
+
+# schemathesis fuzzes the API from its OpenAPI document; it lives in a virtual environment
+# of the project's own, whose bin/ the test suite finds through TICKD_TOOLS.
+ensure_schemathesis() {
+  local venv="$TICKD_TOOLS/venv"
+  if [ -x "$venv/bin/schemathesis" ] &&
+    [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" = "$SCHEMATHESIS_VERSION" ]; then
+    say "schemathesis $SCHEMATHESIS_VERSION: present"
+    return
+  fi
+  say "schemathesis: installing $SCHEMATHESIS_VERSION into $venv"
+  if ! python3 -m venv --help >/dev/null 2>&1; then
+    apt_install python3-venv
+  fi
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+}
+
+# cargo-deb builds the Debian package; the suite packages its debug build and installs it.
+ensure_cargo_deb() {
+  if cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
+    say "cargo-deb $CARGO_DEB_VERSION: present"
+    return
+  fi
+  say "cargo-deb: installing $CARGO_DEB_VERSION (a few minutes of compiling, once)"
+  cargo install --locked --quiet cargo-deb --version "$CARGO_DEB_VERSION"
+}
