@@ -5,7 +5,8 @@
 //! status once it is answered. The route is axum's [`MatchedPath`], the template
 //! (`/api/v1/clocks/{id}`), never the raw path: raw paths hold clock ids and http queue ids
 //! (a consumer's capability), and would give every clock its own time series. The query
-//! string, which may hold the access token, is never recorded.
+//! string, which may hold the access token, is never recorded. [`describe`] registers the
+//! unlabelled metrics at zero, so that a node exports them before their first event.
 
 use std::time::Instant;
 
@@ -26,7 +27,8 @@ pub const TICKS_POPPED: &str = "tickd_ticks_popped_total";
 /// The route label of a request that matched no route (it got a 404).
 const UNMATCHED: &str = "unmatched";
 
-/// Registers the help text and unit of every API metric with the installed recorder.
+/// Registers the help text and unit of every API metric with the installed recorder, and
+/// registers the unlabelled ones at zero.
 pub fn describe() {
     describe_counter!(
         REQUESTS,
@@ -42,6 +44,11 @@ pub fn describe() {
         TICKS_POPPED,
         "Http-channel ticks this node handed to pollers"
     );
+    // The exporter renders a metric only once it has been recorded; a node no poller has
+    // reached yet must still export its pops at zero, so that a sum over the nodes and an
+    // alert on the increase see every node. The request metrics are labelled by route and
+    // appear with the first request.
+    counter!(TICKS_POPPED).increment(0);
 }
 
 /// Middleware: one span per request, and its count and latency once answered.

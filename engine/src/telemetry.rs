@@ -4,7 +4,8 @@
 //! The counters count this node's own work while it led, since it started: Prometheus sums
 //! them over the nodes and `rate()` absorbs restarts. Which node counted a tick therefore
 //! tells who fired it. The names are constants so that recording and describing cannot drift
-//! apart; [`describe`] is called once by the binary after it installs a recorder.
+//! apart; [`describe`] is called once by the binary after it installs a recorder, and
+//! registers every metric at zero so that a node exports them before its first tick.
 
 use std::time::Duration;
 
@@ -38,7 +39,8 @@ pub const TICK_CONFIRM_DURATION: &str = "tickd_tick_confirm_duration_seconds";
 /// Whether this node holds a live connection to RabbitMQ.
 pub const RABBITMQ_CONNECTED: &str = "tickd_rabbitmq_connected";
 
-/// Registers the help text and unit of every engine metric with the installed recorder.
+/// Registers the help text and unit of every engine metric with the installed recorder,
+/// and registers each metric at zero.
 pub fn describe() {
     describe_counter!(
         TICKS_FILED,
@@ -89,6 +91,27 @@ pub fn describe() {
         "1 while this node holds a live RabbitMQ connection, 0 otherwise (the leader opens it \
          at its first publish)"
     );
+    // The exporter renders a metric only once it has been recorded, and these are recorded
+    // only by a leader that ticks. Every node exports them from the start instead: an alert
+    // such as `increase(tickd_ticks_dropped_total[15m]) > 0` sees no increase when the first
+    // drop creates the series, and a follower's 0 is part of a sum over the nodes.
+    // Incrementing by zero keeps a value recorded earlier.
+    for name in [
+        TICKS_FILED,
+        TICKS_LATE,
+        TICKS_COALESCED,
+        TICKS_DROPPED,
+        TICKS_PUBLISHED,
+        TICKS_DELIVERED,
+        TICKS_REDELIVERED,
+        TICKS_UNROUTABLE,
+        TICK_PUBLISH_FAILURES,
+    ] {
+        counter!(name).increment(0);
+    }
+    let _ = histogram!(TICK_PUBLISH_LATENESS);
+    let _ = histogram!(TICK_CONFIRM_DURATION);
+    gauge!(RABBITMQ_CONNECTED).increment(0.0);
 }
 
 /// Counts what one committed intent filed.

@@ -6,7 +6,8 @@
 //! state (clocks by status, outbox depth) is measured by [`record_state`] when a scrape asks,
 //! not on every applied entry: counting a million clocks is cheap once per scrape and wasteful
 //! ten times a second. Everything is recorded through the `metrics` facade; the binary chooses
-//! the recorder and calls [`describe`] once.
+//! the recorder and calls [`describe`] once, which also registers the metrics that would
+//! otherwise appear only at their first event.
 
 use std::time::Duration;
 
@@ -54,7 +55,8 @@ const STATUSES: [ClockStatus; 3] = [
     ClockStatus::Paused,
 ];
 
-/// Registers the help text and unit of every consensus metric with the installed recorder.
+/// Registers the help text and unit of every consensus metric with the installed recorder,
+/// and registers at zero those that only an event would create.
 pub fn describe() {
     describe_gauge!(TERM, "The current Raft term as this node knows it");
     describe_gauge!(IS_LEADER, "1 while this node is the Raft leader, else 0");
@@ -101,6 +103,13 @@ pub fn describe() {
         HTTP_QUEUED_TICKS,
         "Http-channel ticks waiting in their queues to be popped (including ticks filed ahead)"
     );
+    // The exporter renders a metric only once it has been recorded. A fresh node, or one that
+    // never saw a leader, must still export these at zero: an alert on their increase would
+    // otherwise miss the first event, which creates the series instead of raising it. The
+    // gauges are set by `watch` and `record_state` before any scrape; the forwarding metrics
+    // are labelled by route and appear with the first forward.
+    counter!(LEADER_CHANGES).increment(0);
+    let _ = histogram!(WRITE_BATCH);
 }
 
 /// Mirrors openraft's view of this node into gauges until `stop` turns true or Raft shuts

@@ -1,7 +1,8 @@
 //! Storage's metrics: how long the log takes to make appends durable, and the snapshots.
 //!
 //! Recorded through the `metrics` facade; the binary chooses the recorder and calls
-//! [`describe`] once.
+//! [`describe`] once, which also registers every metric at zero so that a fresh node exports
+//! them all.
 
 use std::time::Duration;
 
@@ -29,7 +30,21 @@ pub(crate) enum SnapshotOrigin {
     Installed,
 }
 
-/// Registers the help text and unit of every storage metric with the installed recorder.
+impl SnapshotOrigin {
+    /// Every origin, so that each one's counter exists from the start.
+    const ALL: [SnapshotOrigin; 2] = [SnapshotOrigin::Built, SnapshotOrigin::Installed];
+
+    /// The value of the `origin` label.
+    fn label(self) -> &'static str {
+        match self {
+            SnapshotOrigin::Built => "built",
+            SnapshotOrigin::Installed => "installed",
+        }
+    }
+}
+
+/// Registers the help text and unit of every storage metric with the installed recorder,
+/// and registers each metric at zero.
 pub fn describe() {
     describe_histogram!(
         APPEND_DURATION,
@@ -54,6 +69,17 @@ pub fn describe() {
         Unit::Bytes,
         "The size of the latest snapshot this node built or installed"
     );
+    // The exporter renders a metric only once it has been recorded; a node that has not yet
+    // appended, committed or snapshotted must still export these, so that dashboards and
+    // alerts see zero rather than nothing. Incrementing by zero keeps a value recorded
+    // earlier.
+    let _ = histogram!(APPEND_DURATION);
+    let _ = histogram!(FSYNC_DURATION);
+    gauge!(COMMIT_INDEX).increment(0.0);
+    gauge!(SNAPSHOT_SIZE).increment(0.0);
+    for origin in SnapshotOrigin::ALL {
+        counter!(SNAPSHOTS, "origin" => origin.label()).increment(0);
+    }
 }
 
 /// Records how long one append took to become durable.
@@ -73,11 +99,7 @@ pub(crate) fn record_committed(index: u64) {
 
 /// Counts one snapshot of `bytes` bytes.
 pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: u64) {
-    let origin = match origin {
-        SnapshotOrigin::Built => "built",
-        SnapshotOrigin::Installed => "installed",
-    };
-    counter!(SNAPSHOTS, "origin" => origin).increment(1);
+    counter!(SNAPSHOTS, "origin" => origin.label()).increment(1);
     record_snapshot_size(bytes);
 }
 
