@@ -6,6 +6,7 @@
 # run test against the same ones.
 
 SCHEMATHESIS_VERSION=4.32.5
+OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 CARGO_DEB_VERSION=3.8.0
 
 # Builds outlive a clone: RocksDB's C++ takes about 11 minutes to compile from scratch.
@@ -27,7 +28,7 @@ apt_install() {
     apt-get update -qq
     apt_updated=yes
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # RocksDB's bindings are generated with libclang. Look for libclang itself: a fresh machine
@@ -89,21 +90,25 @@ ensure_node() {
   fi
 }
 
-# schemathesis fuzzes the API from its OpenAPI document; it lives in a virtual environment
-# of the project's own, whose bin/ the test suite finds through TICKD_TOOLS.
-ensure_schemathesis() {
+# schemathesis fuzzes the API from its OpenAPI document, and openapi-spec-validator checks
+# that document; both live in a virtual environment of the project's own, whose bin/ the test
+# suite finds through TICKD_TOOLS.
+ensure_api_tools() {
   local venv="$TICKD_TOOLS/venv"
-  if [ -x "$venv/bin/schemathesis" ] &&
-    [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" = "$SCHEMATHESIS_VERSION" ]; then
-    say "schemathesis $SCHEMATHESIS_VERSION: present"
+  local wanted="schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+  local found
+  found=$("$venv/bin/python" -c 'import importlib.metadata as m; print(" ".join(f"{p}=={m.version(p)}" for p in ("schemathesis", "openapi-spec-validator")))' 2>/dev/null || true)
+  if [ "$found" = "$wanted" ]; then
+    say "$wanted: present"
     return
   fi
-  say "schemathesis: installing $SCHEMATHESIS_VERSION into $venv"
+  say "installing $wanted into $venv"
   if ! python3 -m venv --help >/dev/null 2>&1; then
     apt_install python3-venv
   fi
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  # shellcheck disable=SC2086 # two requirement specifiers, split on purpose
+  "$venv/bin/pip" install -q --disable-pip-version-check $wanted
 }
 
 # cargo-deb builds the Debian package; the suite packages its debug build and installs it.

@@ -17,18 +17,23 @@ pub const BACKUP_FORMAT: &str = "tickd-backup";
 pub const BACKUP_VERSION: u64 = 1;
 
 /// A consistent copy of the cluster's replicated state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Backup {
     /// Always [`BACKUP_FORMAT`].
+    #[schema(example = "tickd-backup")]
     pub format: String,
     /// [`BACKUP_VERSION`] when written by this tickd.
+    #[schema(example = 1)]
     pub version: u64,
     /// When the backup was taken, RFC 3339 UTC.
+    #[schema(format = DateTime)]
     pub taken_at: String,
     /// The Raft log index the backup reflects: every write acknowledged before the backup was
     /// requested is included.
     pub last_applied: Option<u64>,
-    /// The clocks (ids, statuses, channels) and their undelivered ticks.
+    /// The clocks (ids, statuses, channels) and their undelivered ticks, as this version of
+    /// tickd writes them; restore it unchanged.
+    #[schema(value_type = Object)]
     pub registry: RegistrySnapshot,
 }
 

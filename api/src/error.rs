@@ -33,6 +33,12 @@ pub struct ApiError {
 #[derive(Debug, Clone)]
 struct ErrorMessage(String);
 
+/// Marks an error response whose body is its own contract and must reach the client as the
+/// handler wrote it: `/mgmt/health`'s 503 `{"status":"DOWN"}` (Ticktok compat), which load
+/// balancers read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OwnBody;
+
 impl ApiError {
     /// An error with an explicit status.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
@@ -135,12 +141,22 @@ impl BodyShape {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
+/// The body of every error response (SPEC §2; Ticktok compat, the shape of Spring's errors).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct ErrorBody<'a> {
+    /// When the error was answered, RFC 3339 UTC with milliseconds.
+    #[schema(format = DateTime)]
     timestamp: String,
+    /// The HTTP status code, repeated.
+    #[schema(minimum = 400, maximum = 599)]
     status: u16,
+    /// The status's reason phrase ("Not Found").
     error: &'a str,
+    /// What went wrong, for a person: never empty, never the token.
+    #[schema(min_length = 1)]
     message: String,
+    /// The request's path, without its query (which may hold the token).
     path: &'a str,
 }
 
@@ -150,7 +166,8 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
     let response = next.run(request).await;
     let status = response.status();
-    if !(status.is_client_error() || status.is_server_error()) {
+    let is_error = status.is_client_error() || status.is_server_error();
+    if !is_error || response.extensions().get::<OwnBody>().is_some() {
         return response;
     }
     let (mut parts, body) = response.into_parts();

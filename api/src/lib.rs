@@ -16,6 +16,11 @@
 //!    writes are proposed (and forwarded to the leader when needed), reads are linearized
 //!    first and then served from this node's applied state.
 //!
+//! Every route is registered with `utoipa_axum::routes!`, which reads its path and method from
+//! the handler's `#[utoipa::path]` description; [`openapi`] assembles those descriptions into
+//! the OpenAPI document served at `/api/v1/openapi.json`. Registering a route with axum's
+//! plain `.route` would leave it undescribed, and a test refuses that.
+//!
 //! Nothing here knows about RocksDB or openraft's storage; this crate sees the cluster as
 //! "propose a command, read the registry". Nor does it know the metrics exporter: `/metrics`
 //! serves whatever the binary's [`RenderMetrics`] returns.
@@ -26,6 +31,7 @@ mod base_url;
 pub mod channels;
 pub mod error;
 mod ids;
+pub mod openapi;
 pub mod polls;
 pub mod routes;
 pub mod telemetry;
@@ -35,9 +41,11 @@ mod view;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post, put};
 use axum::{Router, middleware};
 use tickd_raft::Replica;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use auth::AccessToken;
 pub use channels::QueueDeclarer;
@@ -95,11 +103,10 @@ pub fn router(
     metrics: RenderMetrics,
 ) -> Router {
     let token = config.token.clone();
-    let metrics_route = Router::new().route("/metrics", get(routes::metrics::metrics));
-    let (open, token_only) = if config.metrics_require_token {
-        (Router::new(), metrics_route)
+    let (open_metrics, token_metrics) = if config.metrics_require_token {
+        (OpenApiRouter::new(), metrics_routes())
     } else {
-        (metrics_route, Router::new())
+        (metrics_routes(), OpenApiRouter::new())
     };
     let state = AppState {
         replica,
@@ -109,37 +116,57 @@ pub fn router(
         pops: unanswered_pops::UnansweredPops::default(),
         metrics,
     };
-    let protected = Router::new()
-        .route("/api/v1/cluster", get(routes::cluster::cluster))
-        .route("/api/v1/cluster/nodes", post(routes::cluster::add_node))
-        .route(
-            "/api/v1/cluster/nodes/{id}",
-            delete(routes::cluster::remove_node),
-        )
-        .route("/api/v1/backup", get(routes::backup::backup))
-        .route(
-            "/api/v1/restore",
-            post(routes::backup::restore)
-                .layer(DefaultBodyLimit::max(routes::backup::MAX_RESTORE_BYTES)),
-        )
-        .route(
-            "/api/v1/clocks",
-            get(routes::clocks::list).post(routes::clocks::register),
-        )
-        .route("/api/v1/clocks/{id}", get(routes::clocks::get))
-        .route("/api/v1/clocks/{id}/{action}", put(routes::clocks::act))
-        .merge(token_only)
+    let protected = token_routes()
+        .merge(token_metrics)
         .layer(middleware::from_fn_with_state(token, auth::require_token));
-    Router::new()
-        .route("/mgmt/health", get(routes::health::health))
-        .route("/api/v1/queues/{queue_id}/pop", get(routes::queues::pop))
-        .merge(open)
-        .merge(protected)
+    let router: Router<AppState> = open_routes().merge(open_metrics).merge(protected).into();
+    router
         .fallback(unknown_path)
         .layer(middleware::from_fn(telemetry::observe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(error::json_errors))
         .with_state(state)
+}
+
+/// Every route, with the document's info, security schemes and tags: the source of
+/// [`openapi::document`].
+fn all_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(open_routes())
+        .merge(metrics_routes())
+        .merge(token_routes())
+}
+
+/// Routes anyone may call: health for load balancers, the http channel's pop (the queue id is
+/// the capability), and the API's description.
+fn open_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(routes::health::health))
+        .routes(routes!(routes::queues::pop))
+        .routes(routes!(openapi::document_json))
+}
+
+/// `/metrics`, open or behind the token as the cluster file says.
+fn metrics_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(routes::metrics::metrics))
+}
+
+/// Routes that need the access token: the clocks, the cluster's status and membership, backup
+/// and restore (the one route with a larger body limit, see
+/// [`routes::backup::MAX_RESTORE_BYTES`]).
+fn token_routes() -> OpenApiRouter<AppState> {
+    let restore = OpenApiRouter::new()
+        .routes(routes!(routes::backup::restore))
+        .layer(DefaultBodyLimit::max(routes::backup::MAX_RESTORE_BYTES));
+    OpenApiRouter::new()
+        .routes(routes!(routes::clocks::list, routes::clocks::register))
+        .routes(routes!(routes::clocks::get))
+        .routes(routes!(routes::clocks::act))
+        .routes(routes!(routes::cluster::cluster))
+        .routes(routes!(routes::cluster::add_node))
+        .routes(routes!(routes::cluster::remove_node))
+        .routes(routes!(routes::backup::backup))
+        .merge(restore)
 }
 
 async fn unknown_path(uri: axum::http::Uri) -> ApiError {

@@ -3,36 +3,82 @@
 
 use serde::Serialize;
 use tickd_domain::{Channel, Clock, ClockStatus};
+use utoipa::ToSchema;
 
 use crate::base_url::BaseUrl;
 
-/// A clock as the API returns it.
-#[derive(Debug, Serialize)]
+/// A clock as the API returns it. Ticktok compat: every field, and the order of `links`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Clock)]
 pub struct ClockView {
+    /// Opaque, URL-safe and stable for the life of the clock.
     id: String,
+    /// The name it was registered with: any UTF-8 of 1 to 200 bytes.
     name: String,
+    /// The schedule exactly as registered (the literal string is the clock's identity).
     schedule: String,
+    /// Ticktok compat: PENDING only in the response to the registration that created the
+    /// clock; ACTIVE or PAUSED everywhere else.
     status: ClockStatus,
-    /// Only in the response to a registration.
+    /// Only in the response to a registration: where the clock's ticks arrive.
     #[serde(skip_serializing_if = "Option::is_none")]
     channel: Option<ChannelView>,
+    /// Absolute URLs, Ticktok compat in their order: `self`, then `resume` (only when
+    /// PAUSED), `tick` (always), `pause` (only when not PAUSED).
     links: Vec<Link>,
 }
 
-#[derive(Debug, Serialize)]
+/// A link of a clock to itself or to one of its actions.
+#[derive(Debug, Serialize, ToSchema)]
 struct Link {
+    /// `self`, `resume`, `tick` or `pause`.
+    #[schema(value_type = String, example = "self")]
     rel: &'static str,
+    /// An absolute URL, based on the request's Host header or the node's `public_url`.
     href: String,
 }
 
 /// The channel of a registration response: the typed details, plus the legacy flat `uri` and
 /// `queue` fields that older Ticktok clients read.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Channel)]
 struct ChannelView {
-    r#type: &'static str,
-    details: serde_json::Value,
+    /// `rabbit` when the cluster has a RabbitMQ URI configured, `http` otherwise.
+    r#type: ChannelType,
+    /// Where to consume the ticks.
+    details: ChannelDetails,
+    /// Ticktok compat: `details.uri` for a rabbit channel, null for http.
     uri: Option<String>,
+    /// Ticktok compat: `details.queue` for a rabbit channel, null for http.
     queue: Option<String>,
+}
+
+/// The kind of a channel.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum ChannelType {
+    /// A RabbitMQ queue.
+    Rabbit,
+    /// An http poll URL.
+    Http,
+}
+
+/// Where a channel's ticks are consumed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+enum ChannelDetails {
+    /// A RabbitMQ queue, declared before the response is sent.
+    Rabbit {
+        /// The AMQP URI consumers connect to.
+        uri: Option<String>,
+        /// `ticktok-<name>;<schedule>` (Ticktok compat).
+        queue: String,
+    },
+    /// An http queue: `GET` this URL (on any node, no token) to pop the waiting ticks.
+    Http {
+        /// `{base_url}/api/v1/queues/{queue_id}/pop`.
+        url: String,
+    },
 }
 
 /// Where ticks of rabbit channels are consumed: the URI handed to clients.
@@ -108,17 +154,20 @@ fn channel_view(channel: &Channel, base: &BaseUrl, context: &ChannelContext<'_>)
         Channel::Rabbit { queue } => {
             let uri = context.rabbit_uri.map(str::to_string);
             ChannelView {
-                r#type: "rabbit",
-                details: serde_json::json!({ "uri": uri, "queue": queue }),
+                r#type: ChannelType::Rabbit,
+                details: ChannelDetails::Rabbit {
+                    uri: uri.clone(),
+                    queue: queue.clone(),
+                },
                 uri,
                 queue: Some(queue.clone()),
             }
         }
         Channel::Http { queue_id } => ChannelView {
-            r#type: "http",
-            details: serde_json::json!({
-                "url": format!("{}/api/v1/queues/{queue_id}/pop", base.0)
-            }),
+            r#type: ChannelType::Http,
+            details: ChannelDetails::Http {
+                url: format!("{}/api/v1/queues/{queue_id}/pop", base.0),
+            },
             uri: None,
             queue: None,
         },

@@ -82,6 +82,7 @@ impl fmt::Display for QueueId {
 /// ticks fire and which action links the API shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum ClockStatus {
     /// Registered but not yet complete. Registration is a single replicated
     /// command, so the registry never stores this status; it exists because

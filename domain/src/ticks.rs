@@ -80,8 +80,10 @@ pub struct Tick {
 
 /// A tick as clients receive it (SPEC §5): a JSON object with at least `schedule`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TickMessage {
-    /// The clock's schedule (the Ticktok field).
+    /// The clock's schedule, exactly as registered. Ticktok compat: the one field Ticktok's
+    /// clients read.
     pub schedule: String,
     /// The clock id.
     pub clock: String,
@@ -90,6 +92,7 @@ pub struct TickMessage {
     /// The tick's deterministic id.
     pub tick_id: String,
     /// When the tick was due, RFC 3339 UTC with milliseconds.
+    #[cfg_attr(feature = "openapi", schema(format = DateTime))]
     pub scheduled_at: String,
     /// Whether it came from the `tick` action.
     pub manual: bool,

@@ -41,6 +41,9 @@ pub const BACKUP_PATH: &str = "/api/v1/backup";
 /// The restore route.
 pub const RESTORE_PATH: &str = "/api/v1/restore";
 
+/// The API's OpenAPI document.
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
 /// How long a membership change may take: the new node catches up first (the node bounds
 /// that wait at 30 s), then two membership entries commit.
 pub const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(60);

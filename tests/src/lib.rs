@@ -13,6 +13,7 @@
 //!   that return status, headers and JSON body without judging them.
 //! - [`wait`]: [`eventually`], the one way to wait for a state.
 //! - [`ports`] and [`config`]: free loopback ports, and the `cluster.toml` writer.
+//! - [`tools`]: the external tools some tests drive, or a failure naming how to install them.
 //!
 //! Three rules hold throughout:
 //! - **Real processes.** Each node is a child process with its own data
@@ -38,6 +39,7 @@ pub mod config;
 pub mod ports;
 pub mod proxy;
 pub mod rabbit;
+pub mod tools;
 pub mod wait;
 
 pub use cluster::{NodeId, NodeState, TestCluster, TestClusterBuilder};

@@ -2,6 +2,8 @@
 //! of Ticktok's end-to-end API scenarios, every row of SPEC §2's error table, and
 //! read-your-writes across nodes.
 
+use std::time::Duration;
+
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::TestCluster;
@@ -161,6 +163,25 @@ async fn ticktok_api_scenarios_across_nodes() {
     assert!(ids.windows(2).all(|pair| pair[0] == pair[1]), "{ids:?}");
     let (_, _, races) = list_where(cluster, 3, &[("name", "race")]).await;
     assert_eq!(races.as_array().map(Vec::len), Some(1));
+}
+
+/// A node that knows no leader answers health with 503 and Ticktok's own body,
+/// `{"status":"DOWN"}`, not the JSON error shape every other error takes: load balancers read
+/// it.
+#[tokio::test]
+async fn a_node_without_a_leader_reports_down_in_the_health_shape() {
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .initially_down([2, 3])
+        .wait_ready(false)
+        .start()
+        .await;
+    cluster.wait_serving(1, Duration::from_secs(30)).await;
+    let (status, _, body) = api::health(&cluster, 1).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::SERVICE_UNAVAILABLE, json!({"status": "DOWN"}))
+    );
 }
 
 #[tokio::test]
@@ -378,7 +399,7 @@ async fn every_error_row_is_json_with_its_status() {
     // 503 with Retry-After when no quorum answers within the forwarding deadline, asked of
     // the leader itself (it accepts the proposal but can never commit it).
     let leader = cluster
-        .wait_for_leader(std::time::Duration::from_secs(5))
+        .wait_for_leader(Duration::from_secs(5))
         .await;
     for node in cluster
         .node_ids()

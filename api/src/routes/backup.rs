@@ -16,7 +16,7 @@ use tickd_raft::wall_clock;
 
 use crate::AppState;
 use crate::backup::Backup;
-use crate::error::{ApiError, BodyShape};
+use crate::error::{ApiError, BodyShape, ErrorBody};
 use crate::routes::clocks::{prepare_channel, unexpected};
 
 /// The largest backup `POST /api/v1/restore` accepts. The restore travels as one Raft log
@@ -31,13 +31,28 @@ const BACKUP_BODY: BodyShape = BodyShape {
 };
 
 /// The answer to a restore.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Restored {
     /// How many clocks the cluster now holds.
     restored: u64,
 }
 
 /// `GET /api/v1/backup`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/backup",
+    tag = "operations",
+    summary = "A consistent copy of the whole registry",
+    description = "A linearizable read: it holds every write acknowledged before it was \
+        asked for, as one consistent point of the log.",
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The backup document", body = Backup),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 503, description = "No leader reachable to confirm the read",
+            body = ErrorBody),
+    ),
+)]
 pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiError> {
     app.replica.linearize().await?;
     let (registry, last_applied) = {
@@ -49,6 +64,28 @@ pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiErro
 }
 
 /// `POST /api/v1/restore`: seed a cluster without clocks from a backup.
+#[utoipa::path(
+    post,
+    path = "/api/v1/restore",
+    tag = "operations",
+    summary = "Seed a cluster that holds no clock from a backup",
+    description = "One replicated command: every node applies the same state at the same \
+        log position. Refused unless the cluster holds no clock. Bodies up to 32 MiB.",
+    request_body = Backup,
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "How many clocks the cluster now holds", body = Restored),
+        (status = 400, description = "Not a backup, another format version, or invalid",
+            body = ErrorBody),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 409, description = "The cluster already holds clocks, holds too few \
+            `max_clocks`, or has no broker for the backup's RabbitMQ clocks", body = ErrorBody),
+        (status = 413, description = "Body over 32 MiB", body = ErrorBody),
+        (status = 415, description = "Body not declared as JSON", body = ErrorBody),
+        (status = 503, description = "No leader reachable, or a RabbitMQ queue could not be \
+            declared", body = ErrorBody),
+    ),
+)]
 pub async fn restore(
     State(app): State<AppState>,
     body: Result<Json<Value>, JsonRejection>,

@@ -9,20 +9,29 @@ use serde::Deserialize;
 use tickd_domain::{
     Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Outcome, Schedule, validate_name,
 };
+use utoipa::ToSchema;
 
 use tickd_raft::wall_clock;
 
 use crate::AppState;
 use crate::base_url::BaseUrl;
-use crate::error::{ApiError, BodyShape};
+use crate::error::{ApiError, BodyShape, ErrorBody};
 use crate::ids;
 use crate::view::{ChannelContext, ClockView, clock_url};
 
 /// The registration body. Unknown fields are ignored (Ticktok's clients send only these two,
 /// but other tools may send more).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = Registration)]
 pub struct RegisterBody {
+    /// Any UTF-8 of 1 to 200 bytes (so that the RabbitMQ queue name stays within 255 bytes).
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
     name: Option<String>,
+    /// `every.<N>.<unit>` with a unit of seconds, minutes, hours or days (singular too) and an
+    /// interval of at most 366 days, or `@never`. The pattern spells out each unit's upper
+    /// bound and allows leading zeros, as the parser does: a unit test holds it against
+    /// `Schedule::parse`.
+    #[schema(value_type = String, required = true, max_length = 46, pattern = r"^(@never|every\.0*([1-9][0-9]{0,6}|[12][0-9]{7}|30[0-9]{6}|31[0-5][0-9]{5}|316[01][0-9]{4}|3162[01][0-9]{3}|31622[0-3][0-9]{2}|3162240{2})\.seconds?|every\.0*([1-9][0-9]{0,4}|[1-4][0-9]{5}|5[01][0-9]{4}|52[0-6][0-9]{3}|5270[0-3][0-9]|527040)\.minutes?|every\.0*([1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-7][0-9]|878[0-4])\.hours?|every\.0*([1-9][0-9]?|[12][0-9]{2}|3[0-5][0-9]|36[0-6])\.days?)$")]
     schedule: Option<String>,
 }
 
@@ -34,6 +43,29 @@ const REGISTRATION: BodyShape = BodyShape {
 };
 
 /// `POST /api/v1/clocks`: create the clock of a (name, schedule) pair, or join it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/clocks",
+    tag = "clocks",
+    summary = "Register a clock, or join the existing clock of the same name and schedule",
+    description = "Answers 201 for a new clock and for an existing one (Ticktok compat), with \
+        the clock's channel, which is ready when the answer arrives. The same pair always \
+        gets the same clock, also under concurrent registrations on different nodes.",
+    request_body = RegisterBody,
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 201, description = "The clock, with its channel", body = ClockView,
+            headers(("Location" = String,
+                description = "The clock's URL with `?access_token=` (Ticktok compat)"))),
+        (status = 400, description = "Invalid name, schedule or JSON", body = ErrorBody),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not declared as JSON", body = ErrorBody),
+        (status = 429, description = "The cluster holds `max_clocks` clocks", body = ErrorBody),
+        (status = 503, description = "No leader reachable, or the RabbitMQ queue could not \
+            be declared; retry after `Retry-After` seconds", body = ErrorBody),
+    ),
+)]
 pub async fn register(
     State(app): State<AppState>,
     base: BaseUrl,
@@ -102,6 +134,31 @@ pub async fn register(
 }
 
 /// `GET /api/v1/clocks`: the clocks that match every filter of the query.
+#[utoipa::path(
+    get,
+    path = "/api/v1/clocks",
+    tag = "clocks",
+    summary = "List clocks",
+    description = "Every filter is optional; they combine with AND, and a value starting \
+        with `!` negates it. PENDING clocks are left out unless `status` is given (Ticktok \
+        compat). Any other query key but `access_token` is a 400. Linearizable on every node.",
+    params(
+        ("name" = Option<String>, Query, description = "The exact name, or `!name`"),
+        ("schedule" = Option<String>, Query, description = "The exact schedule, or `!schedule`"),
+        ("status" = Option<String>, Query, pattern = "^!?(PENDING|ACTIVE|PAUSED)$",
+            description = "PENDING, ACTIVE or PAUSED, or one of them after `!`"),
+        ("id" = Option<String>, Query, description = "The exact id, or `!id`"),
+    ),
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The matching clocks, without channels",
+            body = Vec<ClockView>),
+        (status = 400, description = "An unknown filter key or status", body = ErrorBody),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 503, description = "No leader reachable to confirm the read",
+            body = ErrorBody),
+    ),
+)]
 pub async fn list(
     State(app): State<AppState>,
     base: BaseUrl,
@@ -123,6 +180,21 @@ pub async fn list(
 }
 
 /// `GET /api/v1/clocks/{id}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/clocks/{id}",
+    tag = "clocks",
+    summary = "Read one clock",
+    params(("id" = String, Path, description = "The clock's id")),
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The clock, without its channel", body = ClockView),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 404, description = "No clock has this id", body = ErrorBody),
+        (status = 503, description = "No leader reachable to confirm the read",
+            body = ErrorBody),
+    ),
+)]
 pub async fn get(
     State(app): State<AppState>,
     base: BaseUrl,
@@ -138,6 +210,28 @@ pub async fn get(
 }
 
 /// `PUT /api/v1/clocks/{id}/{action}` with `action` one of pause, resume, tick.
+#[utoipa::path(
+    put,
+    path = "/api/v1/clocks/{id}/{action}",
+    tag = "clocks",
+    summary = "Pause, resume, or tick a clock now",
+    description = "`pause` stops scheduled ticks; `resume` restarts them at the next \
+        scheduled instant; `tick` delivers one tick now whatever the clock's status or \
+        schedule. No body. Answers 200 with the updated clock (Ticktok compat).",
+    params(
+        ("id" = String, Path, description = "The clock's id"),
+        ("action" = inline(Action), Path, description = "What to do"),
+    ),
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The clock after the action", body = ClockView),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 404, description = "No clock has this id, or no such action",
+            body = ErrorBody),
+        (status = 503, description = "No leader reachable, or a resumed clock's RabbitMQ \
+            queue could not be declared", body = ErrorBody),
+    ),
+)]
 pub async fn act(
     State(app): State<AppState>,
     base: BaseUrl,
@@ -145,27 +239,27 @@ pub async fn act(
 ) -> Result<Json<ClockView>, ApiError> {
     let clock_id = ClockId::new(id.clone());
     let now_ms = wall_clock::now_ms();
-    let command = match action.as_str() {
-        "pause" => Command::Pause {
+    let parsed = Action::parse(&action).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "unknown action {}: the actions are pause, resume and tick",
+            Excerpt::of(&action)
+        ))
+    })?;
+    let command = match parsed {
+        Action::Pause => Command::Pause {
             id: clock_id,
             now_ms,
         },
-        "resume" => Command::Resume {
+        Action::Resume => Command::Resume {
             id: clock_id,
             now_ms,
         },
-        "tick" => Command::Tick {
+        Action::Tick => Command::Tick {
             id: clock_id,
             now_ms,
         },
-        _ => {
-            return Err(ApiError::not_found(format!(
-                "unknown action {}: the actions are pause, resume and tick",
-                Excerpt::of(&action)
-            )));
-        }
     };
-    let resumed = matches!(command, Command::Resume { .. });
+    let resumed = parsed == Action::Resume;
     match app.replica.write(command).await? {
         Outcome::Updated(clock) => {
             // A queue may have expired while its clock was paused.
@@ -176,6 +270,30 @@ pub async fn act(
         }
         Outcome::NotFound => Err(unknown_clock(&id)),
         other => Err(unexpected(&other)),
+    }
+}
+
+/// The actions of `PUT /api/v1/clocks/{id}/{action}`. The path segment is read as a string
+/// and parsed here, so that an unknown action is a 404 with a message (SPEC §2), not a 400.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ToSchema)]
+#[schema(rename_all = "lowercase")]
+enum Action {
+    /// Scheduled ticks stop; the status becomes PAUSED.
+    Pause,
+    /// The status becomes ACTIVE; ticks restart at the next scheduled instant.
+    Resume,
+    /// One tick is delivered now, whatever the status or schedule.
+    Tick,
+}
+
+impl Action {
+    fn parse(segment: &str) -> Option<Action> {
+        match segment {
+            "pause" => Some(Action::Pause),
+            "resume" => Some(Action::Resume),
+            "tick" => Some(Action::Tick),
+            _ => None,
+        }
     }
 }
 

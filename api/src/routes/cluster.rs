@@ -21,34 +21,59 @@ use tickd_domain::Excerpt;
 use tickd_raft::membership::{Members, MembershipChange, MembershipError};
 use tickd_raft::status::NodeStatus;
 use tickd_raft::{NodeAddr, NodeId};
+use utoipa::ToSchema;
 
 use crate::AppState;
-use crate::error::{ApiError, BodyShape};
+use crate::error::{ApiError, BodyShape, ErrorBody};
 
 /// How long one member may take to describe itself.
 const MEMBER_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The cluster as this node sees it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ClusterStatus {
+    /// The leader this node knows of, if any.
     leader: Option<NodeId>,
+    /// This node's current Raft term.
     term: u64,
+    /// Every member, voters and learners.
     nodes: Vec<MemberStatus>,
 }
 
-#[derive(Debug, Serialize)]
+/// One member and how it answered.
+#[derive(Debug, Serialize, ToSchema)]
 struct MemberStatus {
+    /// The member's node id.
     id: NodeId,
+    /// `host:port` of its API.
     api: String,
+    /// `host:port` of its Raft listener.
     raft: String,
     /// Whether the member votes; `false` for a learner that is still catching up.
     voter: bool,
+    /// `Leader`, `Follower`, `Candidate`, `Learner`, or `unknown` when it did not answer.
     role: String,
+    /// Whether it answered within 500 ms.
     reachable: bool,
+    /// The last log index it applied, when it answered.
     last_applied: Option<u64>,
 }
 
 /// The handler.
+#[utoipa::path(
+    get,
+    path = "/api/v1/cluster",
+    tag = "cluster",
+    summary = "Who leads, and how every member is doing",
+    description = "The leader and term are this node's view; every member is asked for its \
+        role and applied index with a 500 ms timeout, so an unreachable one shows \
+        `reachable: false` instead of delaying the answer.",
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The cluster's status", body = ClusterStatus),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+    ),
+)]
 pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
     let metrics = app.replica.raft().metrics().borrow().clone();
     let membership = metrics.membership_config.membership();
@@ -91,12 +116,47 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
 }
 
 /// The body of `POST /api/v1/cluster/nodes`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewNode {
+    /// A node id no member has, now or before.
+    #[serde(deserialize_with = "whole_number")]
     id: NodeId,
+    /// `ip:port` of the new node's API. The pattern describes IPv4 addresses; a bracketed
+    /// IPv6 address is taken too.
+    #[schema(
+        pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9]):(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)$"
+    )]
     api: String,
+    /// `ip:port` of the new node's Raft listener, different from `api`; the same form.
+    #[schema(
+        pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9]):(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)$"
+    )]
     raft: String,
+}
+
+/// A node id as JSON writes whole numbers: `4`, or `4.0`, which JSON Schema counts as the same
+/// integer (and which some JSON encoders produce). A fraction, a negative number or one beyond
+/// `u64` is refused.
+fn whole_number<'de, D>(deserializer: D) -> Result<NodeId, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(whole) = number.as_u64() {
+        return Ok(whole);
+    }
+    // 2^64 is the first f64 beyond u64; below it, an f64 with no fraction is a u64 exactly.
+    const BEYOND_U64: f64 = 18_446_744_073_709_551_616.0;
+    match number.as_f64() {
+        Some(float) if float.fract() == 0.0 && (0.0..BEYOND_U64).contains(&float) => {
+            Ok(float as NodeId)
+        }
+        _ => Err(serde::de::Error::custom(format!(
+            "a node id is a whole number from 0 to {}, not {number}",
+            NodeId::MAX
+        ))),
+    }
 }
 
 /// What a body of `POST /api/v1/cluster/nodes` looks like.
@@ -107,16 +167,24 @@ const NEW_NODE: BodyShape = BodyShape {
 };
 
 /// The membership as the leader committed it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Members)]
 pub struct MembersView {
+    /// The voting members.
     voters: Vec<MemberView>,
+    /// Members that receive the log but do not vote.
     learners: Vec<MemberView>,
 }
 
-#[derive(Debug, Serialize)]
+/// A member's id and addresses.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Member)]
 struct MemberView {
+    /// The node id.
     id: NodeId,
+    /// `host:port` of its API.
     api: String,
+    /// `host:port` of its Raft listener.
     raft: String,
 }
 
@@ -135,6 +203,28 @@ impl From<Members> for MembersView {
 }
 
 /// `POST /api/v1/cluster/nodes`: add a running node as a voter (learner first).
+#[utoipa::path(
+    post,
+    path = "/api/v1/cluster/nodes",
+    tag = "cluster",
+    summary = "Add a running node to the cluster",
+    description = "The leader checks that the node answers under that id, adds it as a \
+        learner, waits (at most 30 s) until it has caught up, then makes it a voter.",
+    request_body = NewNode,
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The membership after the change", body = MembersView),
+        (status = 400, description = "A malformed body or address", body = ErrorBody),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 409, description = "The id or an address is taken, the node does not \
+            answer as that id, or another change is still committing", body = ErrorBody),
+        (status = 413, description = "Body over 64 KiB", body = ErrorBody),
+        (status = 415, description = "Body not declared as JSON", body = ErrorBody),
+        (status = 503, description = "No leader reachable", body = ErrorBody),
+        (status = 504, description = "The node did not catch up in time; it stays a learner",
+            body = ErrorBody),
+    ),
+)]
 pub async fn add_node(
     State(app): State<AppState>,
     body: Result<Json<NewNode>, JsonRejection>,
@@ -164,6 +254,23 @@ pub async fn add_node(
 }
 
 /// `DELETE /api/v1/cluster/nodes/{id}`: take a member out of the cluster.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/cluster/nodes/{id}",
+    tag = "cluster",
+    summary = "Remove a member from the cluster",
+    params(("id" = u64, Path, description = "The member's node id")),
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The membership after the change", body = MembersView),
+        (status = 400, description = "The id is not a whole number", body = ErrorBody),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 404, description = "No member has this id", body = ErrorBody),
+        (status = 409, description = "It is the last voter, or another change is still \
+            committing", body = ErrorBody),
+        (status = 503, description = "No leader reachable", body = ErrorBody),
+    ),
+)]
 pub async fn remove_node(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -201,4 +308,36 @@ fn refused(refusal: MembershipError) -> ApiError {
         | MembershipError::NotNow { .. } => StatusCode::CONFLICT,
     };
     ApiError::new(status, refusal.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id_of(body: &str) -> Result<NodeId, String> {
+        serde_json::from_str::<NewNode>(body)
+            .map(|node| node.id)
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn a_node_id_is_any_whole_json_number() {
+        let body =
+            |id: &str| format!(r#"{{"id": {id}, "api": "127.0.0.1:1", "raft": "127.0.0.1:2"}}"#);
+        assert_eq!(id_of(&body("4")), Ok(4));
+        assert_eq!(id_of(&body("12446.0")), Ok(12_446));
+        assert_eq!(id_of(&body("1e3")), Ok(1_000));
+        assert_eq!(id_of(&body("18446744073709551615")), Ok(u64::MAX));
+        for refused in [
+            "4.5",
+            "-1",
+            "-0.5",
+            "18446744073709551616.0",
+            "1e300",
+            "\"4\"",
+            "null",
+        ] {
+            assert!(id_of(&body(refused)).is_err(), "{refused}");
+        }
+    }
 }

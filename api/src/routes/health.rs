@@ -1,26 +1,55 @@
 //! `GET /mgmt/health` (SPEC §2): UP when this node is a member of a cluster with a known leader.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::error::OwnBody;
+
+/// Whether this node can serve (Ticktok compat: Spring Boot's health shape).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    status: HealthStatus,
+}
+
+/// UP or DOWN.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+enum HealthStatus {
+    /// A member of a cluster with a known leader.
+    Up,
+    /// Not a member, or no leader known.
+    Down,
+}
 
 /// 200 `{"status":"UP"}` or 503 `{"status":"DOWN"}`. No token: load balancers call it.
-pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
+#[utoipa::path(
+    get,
+    path = "/mgmt/health",
+    tag = "health",
+    responses(
+        (status = 200, description = "This node is a member of a cluster with a known leader",
+            body = Health, example = json!({"status": "UP"})),
+        (status = 503, description = "This node is not a member or knows no leader",
+            body = Health, example = json!({"status": "DOWN"})),
+    ),
+)]
+pub async fn health(State(app): State<AppState>) -> Response {
     let metrics = app.replica.raft().metrics().borrow().clone();
     let member = metrics
         .membership_config
         .membership()
         .get_node(&metrics.id)
         .is_some();
-    if member && metrics.current_leader.is_some() {
-        (StatusCode::OK, Json(json!({ "status": "UP" })))
+    let (code, status) = if member && metrics.current_leader.is_some() {
+        (StatusCode::OK, HealthStatus::Up)
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "DOWN" })),
-        )
-    }
+        (StatusCode::SERVICE_UNAVAILABLE, HealthStatus::Down)
+    };
+    // The DOWN answer keeps its own body: the JSON error shape would hide `"status":"DOWN"`.
+    (code, Extension(OwnBody), Json(Health { status })).into_response()
 }

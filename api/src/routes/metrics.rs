@@ -14,6 +14,20 @@ use crate::AppState;
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The handler.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "This node's metrics in the Prometheus text format",
+    description = "Needs the access token unless the cluster file sets \
+        `metrics_require_token = false`.",
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
+    responses(
+        (status = 200, description = "The Prometheus text exposition format, version 0.0.4",
+            body = String, content_type = "text/plain"),
+        (status = 403, description = "Missing or wrong access token", body = crate::error::ErrorBody),
+    ),
+)]
 pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], (app.metrics)())
 }

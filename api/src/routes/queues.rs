@@ -16,13 +16,35 @@ use tickd_raft::wall_clock;
 use tokio::time::{Instant, sleep_until};
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::telemetry;
 
 /// The longest `?wait` accepted, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 30;
 
 /// The handler.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue_id}/pop",
+    tag = "queues",
+    summary = "Pop every waiting tick of an http channel",
+    description = "No token (Ticktok compat): the unguessable queue id is the capability. \
+        Returns every tick due in the queue and removes them, `[]` when none (Ticktok \
+        compat); each tick reaches exactly one poller, whichever node it asks.",
+    params(
+        ("queue_id" = String, Path, description = "The queue id from the channel's URL"),
+        ("wait" = Option<u64>, Query, minimum = 0, maximum = 30,
+            description = "Seconds to hold the request until a tick is due (tickd's extension)"),
+    ),
+    responses(
+        (status = 200, description = "The ticks, oldest first", body = Vec<TickMessage>),
+        (status = 400, description = "`wait` is not a whole number from 0 to 30",
+            body = ErrorBody),
+        (status = 404, description = "No such queue, or its clock was removed",
+            body = ErrorBody),
+        (status = 503, description = "No leader reachable", body = ErrorBody),
+    ),
+)]
 pub async fn pop(
     State(app): State<AppState>,
     Path(queue): Path<String>,

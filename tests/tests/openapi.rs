@@ -1,0 +1,196 @@
+//! The OpenAPI document a node serves at `/api/v1/openapi.json`: it validates as OpenAPI 3.1
+//! (checked by openapi-spec-validator), every operation it describes is served, and no route
+//! that a node serves is missing from it.
+//!
+//! The last one is probed from outside: a request to a path no route serves reaches the
+//! router's fallback (404, "there is no resource at …"), a request with the wrong method to a
+//! served path gets a 405. Every path named in the README, ARCHITECTURE.md and the admin
+//! CLI's source is tried with every method; whatever a node serves there must be in the
+//! document. (Inside the API crate, a unit test refuses any route registered without its
+//! description.)
+
+use std::path::Path;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tickd_tests::api::{OPENAPI_PATH, anonymous, authed, send};
+use tickd_tests::{TestCluster, tools};
+
+/// The methods probed on every path.
+const METHODS: [Method; 5] = [
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::DELETE,
+    Method::PATCH,
+];
+
+/// The operations of a document, as (method, path template).
+fn operations(document: &Value) -> Vec<(Method, String)> {
+    let paths = document["paths"]
+        .as_object()
+        .expect("the document has paths");
+    let mut found = Vec::new();
+    for (path, item) in paths {
+        for method in METHODS {
+            if item.get(method.as_str().to_lowercase()).is_some() {
+                found.push((method, path.clone()));
+            }
+        }
+    }
+    found
+}
+
+/// A concrete path for a template: every parameter becomes `x`, an action becomes `tick`.
+fn concrete(template: &str) -> String {
+    template
+        .split('/')
+        .map(|segment| match segment {
+            "{action}" => "tick",
+            _ if segment.starts_with('{') => "x",
+            _ => segment,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Whether a concrete path is an instance of a template.
+fn instance_of(path: &str, template: &str) -> bool {
+    let (path, template): (Vec<_>, Vec<_>) =
+        (path.split('/').collect(), template.split('/').collect());
+    path.len() == template.len()
+        && path
+            .iter()
+            .zip(&template)
+            .all(|(segment, pattern)| pattern.starts_with('{') || segment == pattern)
+}
+
+/// Whether a reply comes from the router's fallback: no route serves the path.
+fn unrouted(status: StatusCode, body: &Value) -> bool {
+    status == StatusCode::NOT_FOUND
+        && body["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with("there is no resource at"))
+}
+
+async fn served_document(cluster: &TestCluster) -> Value {
+    let (status, headers, document) = send(anonymous(cluster, Method::GET, 1, OPENAPI_PATH)).await;
+    assert_eq!(status, StatusCode::OK, "{document}");
+    assert_eq!(headers["content-type"], "application/json");
+    document
+}
+
+#[tokio::test]
+async fn the_served_document_validates_as_openapi_3_1() {
+    let validator = tools::require("openapi-spec-validator");
+    let cluster = TestCluster::start(1).await;
+    let document = served_document(&cluster).await;
+    assert_eq!(document["openapi"], "3.1.0");
+    let file = cluster.dir().join("openapi.json");
+    std::fs::write(&file, document.to_string()).expect("the document is written");
+    let output = std::process::Command::new(validator)
+        .args(["--schema", "3.1"])
+        .arg(&file)
+        .output()
+        .expect("openapi-spec-validator runs");
+    // The validator quotes the whole document after its verdict; the verdict comes first.
+    let verdict: String = String::from_utf8_lossy(&output.stdout)
+        .chars()
+        .take(600)
+        .collect();
+    assert!(
+        output.status.success(),
+        "the document is not valid OpenAPI 3.1: {verdict}… {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn every_described_operation_is_served_and_every_served_route_is_described() {
+    let cluster = TestCluster::start(1).await;
+    let document = served_document(&cluster).await;
+    let described = operations(&document);
+    assert!(described.len() > 10, "only {} operations", described.len());
+
+    // Each described operation reaches a handler; each other method on its path is a 405.
+    for (method, template) in &described {
+        let path = concrete(template);
+        let (status, _, body) = send(authed(&cluster, method.clone(), 1, &path)).await;
+        assert!(
+            status != StatusCode::METHOD_NOT_ALLOWED && !unrouted(status, &body),
+            "{method} {template} is described but not served: {status} {body}"
+        );
+        for other in METHODS {
+            if described.iter().any(|(m, t)| *m == other && t == template) {
+                continue;
+            }
+            let (status, _, body) = send(authed(&cluster, other.clone(), 1, &path)).await;
+            assert_eq!(
+                status,
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{other} {path} is served but not described: {body}"
+            );
+        }
+    }
+
+    // Every path the project's documents and CLI name: whatever is served there is described.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let named = named_paths(&root);
+    assert!(
+        named.len() >= 8,
+        "only {} paths named: {named:?}",
+        named.len()
+    );
+    for path in &named {
+        for method in METHODS {
+            let (status, _, body) = send(authed(&cluster, method.clone(), 1, path)).await;
+            if status == StatusCode::METHOD_NOT_ALLOWED || unrouted(status, &body) {
+                continue;
+            }
+            assert!(
+                described
+                    .iter()
+                    .any(|(m, template)| *m == method && instance_of(path, template)),
+                "{method} {path} is served ({status}) but not described"
+            );
+        }
+    }
+}
+
+/// The API paths named in the README, ARCHITECTURE.md and the admin CLI's source, made
+/// concrete like [`concrete`] does (`<id>` and `{id}` become `x`).
+fn named_paths(root: &Path) -> Vec<String> {
+    let mut sources = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let cli = root.join("node/src/cli");
+    for entry in std::fs::read_dir(&cli).expect("the CLI's sources are readable") {
+        sources.push(entry.expect("a directory entry").path());
+    }
+    let mut paths = Vec::new();
+    for source in sources {
+        let text = std::fs::read_to_string(&source).expect("a source is readable");
+        for start in ["/api/v1/", "/mgmt/", "/metrics"] {
+            for (at, _) in text.match_indices(start) {
+                let path: String = text[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || "/_.-{}<>".contains(*c))
+                    .collect();
+                let path = path.trim_end_matches(['.', '/']);
+                let path = path
+                    .split('/')
+                    .map(|segment| {
+                        if segment.starts_with('<') || segment.starts_with('{') {
+                            "x"
+                        } else {
+                            segment
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/");
+                if !paths.contains(&path) {
+                    paths.push(path);
+                }
+            }
+        }
+    }
+    paths
+}
