@@ -14,7 +14,7 @@ use tickd_tests::unique_name;
 
 #[tokio::test]
 async fn the_bare_ticker_publishes_aligned_ticks_in_tickds_format() {
-    let Some(uri) = broker().await else { return };
+    let uri = broker().await;
     let name = unique_name("bare");
     let queue = format!("ticktok-{name};every.1.seconds");
     let connection = Connection::connect(&uri, ConnectionProperties::default())

@@ -399,13 +399,11 @@ async fn alerts_and_dashboard_use_only_metrics_a_real_cluster_exports() {
     let alert_names = alert_metric_names();
     let dashboard_names = dashboard_metric_names();
 
-    // RabbitMQ clocks when the broker is there (publish, confirm, outbox), http clocks
-    // otherwise (pops): the names are the same either way, since every node registers its
-    // metrics at start-up.
+    // RabbitMQ clocks: the publish, confirm and outbox metrics move.
     let uri = rabbit::broker().await;
     let cluster = TestCluster::builder()
         .nodes(3)
-        .rabbit_uri(uri.clone())
+        .rabbit_uri(Some(uri.clone()))
         .start()
         .await;
     let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
@@ -431,43 +429,24 @@ async fn alerts_and_dashboard_use_only_metrics_a_real_cluster_exports() {
     // Some ticking: clocks registered through each follower (forwarded writes), their ticks
     // consumed.
     let mut consumers = Vec::new();
-    let mut pop_urls = Vec::new();
     for (index, follower) in followers.iter().enumerate() {
         let name = unique_name(&format!("prometheus-{index}"));
         let (status, _, clock) = register(&cluster, *follower, &name, "every.1.seconds").await;
         assert_eq!(status, StatusCode::CREATED, "{clock}");
-        let channel = &clock["channel"];
-        match (&uri, channel["type"].as_str()) {
-            (Some(uri), Some("rabbit")) => {
-                let queue = channel["details"]["queue"].as_str().expect("a queue");
-                consumers.push(Consumers::start(uri, queue, 1).await);
-            }
-            (None, Some("http")) => {
-                let url = channel["details"]["url"].as_str().expect("a pop url");
-                pop_urls.push(api::on_node(&cluster, *follower, url));
-            }
-            (uri, kind) => panic!("a {kind:?} channel from a cluster with broker {uri:?}"),
-        }
+        let queue = clock["channel"]["details"]["queue"]
+            .as_str()
+            .expect("a RabbitMQ queue");
+        consumers.push(Consumers::start(&uri, queue, 1).await);
     }
     eventually(
         "ticks reaching every consumer",
         TICKING_TIMEOUT,
         Duration::from_millis(200),
         || async {
-            if !consumers.is_empty() {
-                return consumers
-                    .iter()
-                    .all(|consumer| !consumer.received().is_empty())
-                    .then_some(());
-            }
-            let mut popped = 0;
-            for url in &pop_urls {
-                let (status, _, ticks) = api::pop(&cluster, url, None).await;
-                if status == StatusCode::OK {
-                    popped += ticks.as_array().map_or(0, Vec::len);
-                }
-            }
-            (popped > 0).then_some(())
+            consumers
+                .iter()
+                .all(|consumer| !consumer.received().is_empty())
+                .then_some(())
         },
     )
     .await;
@@ -497,11 +476,10 @@ async fn alerts_and_dashboard_use_only_metrics_a_real_cluster_exports() {
 
     eprintln!(
         "{} metric names of alerts.yml and {} of tickd.json checked against the {} names a \
-         3-node cluster with {} clocks exports",
+         3-node cluster with RabbitMQ clocks exports",
         alert_names.len(),
         dashboard_names.len(),
         union.len(),
-        if uri.is_some() { "RabbitMQ" } else { "http" }
     );
     for consumer in consumers {
         consumer.stop().await;

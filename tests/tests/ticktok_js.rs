@@ -3,8 +3,7 @@
 //!
 //! The package is installed from the npm registry into `CARGO_TARGET_TMPDIR/ticktok-js`, once;
 //! later runs reuse it. The client is driven by `tests/js/receive_ticks.js`. Without `node`,
-//! `npm` or the registry the tests are skipped with a message, except under `CI=true`, where
-//! they fail.
+//! `npm` or the registry the tests fail with a message that says what is missing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -34,13 +33,11 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(40);
 const SCHEDULE: &str = "every.1.seconds";
 const TICKS: usize = 2;
 
-/// Under `CI=true` a missing prerequisite fails the test; elsewhere the test is skipped.
-fn unavailable<T>(reason: &str) -> Option<T> {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{reason}; CI must provide node, npm and the npm registry");
-    }
-    eprintln!("skipped: {reason}");
-    None
+/// A missing prerequisite fails the test: it never passes without having run the client.
+fn unavailable(reason: &str) -> ! {
+    panic!(
+        "{reason}; the test needs node, npm and the npm registry (`scripts/test` installs node and npm)"
+    );
 }
 
 /// The persistent install directory.
@@ -98,28 +95,31 @@ async fn run(
     }
 }
 
-/// Installs `ticktok@0.2.1` unless already there; the directory holding `node_modules`, or
-/// `None` (after a skip message) when node or npm is missing or the install fails.
-async fn install() -> Option<PathBuf> {
-    static INSTALLED: OnceCell<Option<PathBuf>> = OnceCell::const_new();
+/// Installs `ticktok@0.2.1` unless already there; the directory holding `node_modules`.
+///
+/// # Panics
+///
+/// When node or npm is missing or the install fails.
+async fn install() -> PathBuf {
+    static INSTALLED: OnceCell<PathBuf> = OnceCell::const_new();
     INSTALLED.get_or_init(install_once).await.clone()
 }
 
-async fn install_once() -> Option<PathBuf> {
+async fn install_once() -> PathBuf {
     for tool in ["node", "npm"] {
         let mut command = Command::new(tool);
         command.arg("--version");
         match run(command, Duration::from_secs(30)).await {
             Ok((status, _, _)) if status.success() => {}
             Ok((status, _, stderr)) => {
-                return unavailable(&format!("`{tool} --version` failed ({status}): {stderr}"));
+                unavailable(&format!("`{tool} --version` failed ({status}): {stderr}"))
             }
-            Err(error) => return unavailable(&format!("`{tool}` is not usable: {error}")),
+            Err(error) => unavailable(&format!("`{tool}` is not usable: {error}")),
         }
     }
     let dir = install_dir();
     if installed_version(&dir).as_deref() == Some(TICKTOK_VERSION) {
-        return Some(dir);
+        return dir;
     }
     std::fs::create_dir_all(&dir).expect("create the ticktok-js install directory");
     // A package.json of its own keeps npm from installing into a parent directory's project.
@@ -144,13 +144,11 @@ async fn install_once() -> Option<PathBuf> {
         .arg(format!("ticktok@{TICKTOK_VERSION}"))
         .current_dir(&dir);
     match run(command, INSTALL_TIMEOUT).await {
-        Ok((status, _, stderr)) if !status.success() => {
-            return unavailable(&format!(
-                "`npm install ticktok@{TICKTOK_VERSION}` failed ({status}):\n{stderr}"
-            ));
-        }
+        Ok((status, _, stderr)) if !status.success() => unavailable(&format!(
+            "`npm install ticktok@{TICKTOK_VERSION}` failed ({status}):\n{stderr}"
+        )),
         Ok(_) => {}
-        Err(error) => return unavailable(&format!("npm install: {error}")),
+        Err(error) => unavailable(&format!("npm install: {error}")),
     }
     match installed_version(&dir) {
         Some(version) if version == TICKTOK_VERSION => {
@@ -159,7 +157,7 @@ async fn install_once() -> Option<PathBuf> {
                 dir.display(),
                 started.elapsed()
             );
-            Some(dir)
+            dir
         }
         other => unavailable(&format!(
             "after npm install, {} holds ticktok {other:?}, not {TICKTOK_VERSION}",
@@ -230,12 +228,8 @@ async fn client_receives_ticks(cluster: &TestCluster, modules: &Path, channel: &
 
 #[tokio::test]
 async fn published_ticktok_client_receives_ticks_over_rabbitmq() {
-    let Some(uri) = rabbit::broker().await else {
-        return;
-    };
-    let Some(modules) = install().await else {
-        return;
-    };
+    let uri = rabbit::broker().await;
+    let modules = install().await;
     let cluster = TestCluster::builder()
         .nodes(3)
         .rabbit_uri(Some(uri))
@@ -246,9 +240,7 @@ async fn published_ticktok_client_receives_ticks_over_rabbitmq() {
 
 #[tokio::test]
 async fn published_ticktok_client_receives_ticks_over_http() {
-    let Some(modules) = install().await else {
-        return;
-    };
+    let modules = install().await;
     let cluster = TestCluster::builder().nodes(3).start().await;
     client_receives_ticks(&cluster, &modules, "http").await;
 }
