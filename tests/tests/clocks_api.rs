@@ -398,9 +398,7 @@ async fn every_error_row_is_json_with_its_status() {
 
     // 503 with Retry-After when no quorum answers within the forwarding deadline, asked of
     // the leader itself (it accepts the proposal but can never commit it).
-    let leader = cluster
-        .wait_for_leader(Duration::from_secs(5))
-        .await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(5)).await;
     for node in cluster
         .node_ids()
         .into_iter()
