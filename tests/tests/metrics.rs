@@ -18,7 +18,8 @@ struct Scrape {
 
 impl Scrape {
     /// The sum of the samples of `metric` whose labels include every pair of `labels`; 0 when
-    /// there is none (a counter that never moved is absent until its first increment).
+    /// there is none (a labelled counter, such as a route's requests, appears with its first
+    /// event; unlabelled ones are registered at zero when the node starts).
     fn value(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
         self.samples
             .iter()
