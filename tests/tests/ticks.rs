@@ -2,13 +2,14 @@
 //! Each scenario runs on the channel(s) it is about; the broker scenarios run on both.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 use tickd_tests::api::{action, clock_id, get_clock, register};
-use tickd_tests::rabbit::{self, Consumers};
+use tickd_tests::rabbit::{self, Consumers, Received, ResilientConsumer};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
 /// One delivered tick as a client saw it.
@@ -17,6 +18,21 @@ struct Got {
     body: Value,
     at: Instant,
     app_id: Option<String>,
+}
+
+impl From<&Received> for Got {
+    fn from(received: &Received) -> Got {
+        Got {
+            body: received.body.clone(),
+            at: received.at,
+            app_id: received.app_id.clone(),
+        }
+    }
+}
+
+/// Everything a reconnecting consumer has received.
+fn received(consumer: &ResilientConsumer) -> Vec<Got> {
+    consumer.received().iter().map(Got::from).collect()
 }
 
 impl Got {
@@ -91,15 +107,7 @@ impl Watch {
 
     fn got(&self) -> Vec<Got> {
         match self {
-            Watch::Rabbit(consumers) => consumers
-                .received()
-                .into_iter()
-                .map(|received| Got {
-                    body: received.body.clone(),
-                    at: received.at,
-                    app_id: received.app_id.clone(),
-                })
-                .collect(),
+            Watch::Rabbit(consumers) => consumers.received().iter().map(Got::from).collect(),
             Watch::Http { got, .. } => got.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
@@ -234,6 +242,14 @@ async fn ticks_are_aligned_and_carry_every_spec_field() {
                 assert_eq!(received.message_id.as_deref(), Some(received.tick_id()));
                 assert_eq!(received.content_type.as_deref(), Some("application/json"));
                 assert_eq!(received.delivery_mode, Some(2));
+                let publishers: Vec<String> = cluster.node_ids().into_iter().map(app_id).collect();
+                assert!(
+                    received
+                        .app_id
+                        .as_ref()
+                        .is_some_and(|id| publishers.contains(id)),
+                    "app_id names the publishing node: {received:?}"
+                );
                 assert_eq!(
                     received.expiration.as_deref(),
                     Some("999"),
@@ -276,125 +292,334 @@ fn unix_ms() -> u64 {
         })
 }
 
-/// Checks one clock's deliveries across a fault: every second between the first and the last
-/// delivered instant is there, repeats repeat their id (ids are per instant by construction, so
-/// a repeat under a new id would show as an extra instant), and the longest silence is short.
-fn assert_no_tick_lost(name: &str, got: &[Got], max_gap: Duration) {
-    assert_no_tick_lost_but(name, got, max_gap, |_| false);
+// ---- Ticks across a fault -------------------------------------------------------------------
+//
+// The bounds below come from tickd's configured timings (raft/src/timing.rs,
+// engine/src/lease.rs, engine/src/rabbit.rs; the tests link nothing of tickd, so the figures
+// are repeated here) and from what docs/BENCHMARKS.md and docs/RELIABILITY.md measured on this
+// 2-core machine, with margin for a machine that compiles beside the test. They bound
+// behaviour, not speed: a check that ticking resumed must not fail because the box was busy,
+// and every wait ends as soon as the cluster gets there.
+
+/// The schedule of every clock the fault scenarios watch, and its interval (SPEC §3: ticks on
+/// every whole second of the wall clock).
+const SCHEDULE: &str = "every.1.seconds";
+const INTERVAL_MS: u64 = 1_000;
+const INTERVAL: Duration = Duration::from_millis(INTERVAL_MS);
+
+/// The engine's publishing lease (`tickd_engine::lease::LEASE`).
+const LEASE: Duration = Duration::from_millis(350);
+
+/// How long a publish pass may run on after its lease check passed: openraft's vote lease (the
+/// maximum election timeout, 600 ms) minus the lease, the room the engine's safety argument
+/// leaves it (docs/BENCHMARKS.md, "Failover").
+const PUBLISH_PASS: Duration = Duration::from_millis(250);
+
+/// From a tick's publish to the test's consumer recording it. docs/BENCHMARKS.md measured a
+/// p99 lateness of 90 ms for 1 000 clocks on a quiet machine; five times that, rounded up.
+const DELIVERY: Duration = Duration::from_millis(500);
+
+/// From a leader's failure to its successor publishing. By configuration, a follower calls an
+/// election once the vote lease (600 ms) and its own election timeout (300–600 ms) have passed
+/// without a heartbeat, checked on openraft's tick every 150 ms: 1.35 s at most; a split vote
+/// costs one more timeout and tick (0.75 s); the vote, the first entry and the lease
+/// confirmation about 0.1 s: 2.2 s in all. docs/BENCHMARKS.md measured 0.97–1.31 s over 25
+/// kills. Twice the configured worst case, rounded up, for a loaded machine.
+const FAILOVER: Duration = Duration::from_secs(5);
+
+/// How long the harness may take to see a leader agreed on by the running nodes after a fault:
+/// a failover plus the harness's own polling, in which a node that does not answer costs its
+/// 3 s probe timeout (tests/src/cluster.rs), and 2 s of margin. docs/RELIABILITY.md recorded up
+/// to 4.4 s, polling included, on this machine.
+const AGREED_LEADER_WITHIN: Duration = Duration::from_secs(10);
+
+/// The longest a clock's consumer may hear nothing across a failover: the last tick before the
+/// fault may be one interval old, then the failover, then the successor's first delivery.
+const FAILOVER_SILENCE: Duration = INTERVAL.saturating_add(FAILOVER).saturating_add(DELIVERY);
+
+/// How old the newest expected instant may be when observation ends. A tick goes out at its
+/// instant (its intent was committed 600 ms ahead) and arrives within [`DELIVERY`]; four times
+/// that covers a stall of a loaded machine. Every instant older than this must be there: a
+/// cluster that fell silent fails, however well it did before.
+const TAIL: Duration = Duration::from_secs(2);
+
+/// How long tickd may take to publish again once the broker gate opens: a connection attempt
+/// begun while the gate was shut runs out after the broker client's operation timeout (2 s),
+/// the next one waits the reconnect pause (0.5 s) and its handshake may take up to 2 s again,
+/// then the backlog is published and delivered (0.5 s): 5 s. Twice that for a loaded machine.
+const RECONNECT_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long a fresh clock may take to deliver ticks from the leader: registration declares its
+/// queue, the next instant is up to an interval away. Generous, because a wait costs nothing
+/// when it succeeds early.
+const FIRST_TICKS_WITHIN: Duration = Duration::from_secs(10);
+
+/// A duration in whole milliseconds, as instants are counted.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// [`assert_no_tick_lost`], except for instants `excused` says may be missing.
-fn assert_no_tick_lost_but(
-    name: &str,
-    got: &[Got],
-    max_gap: Duration,
-    excused: impl Fn(u64) -> bool,
-) {
-    let instants: BTreeSet<u64> = got.iter().filter_map(Got::instant_ms).collect();
-    let (Some(first), Some(last)) = (instants.first(), instants.last()) else {
-        panic!("{name}: no ticks at all");
-    };
-    let missing: Vec<u64> = (*first..=*last)
-        .step_by(1_000)
-        .filter(|at| !instants.contains(at) && !excused(*at))
+/// The `app_id` with which `node` publishes (node/src/node.rs).
+fn app_id(node: NodeId) -> String {
+    format!("tickd-node-{node}")
+}
+
+/// Whether `tick` was published by `node`, by its `app_id`.
+fn published_by(tick: &Got, node: NodeId) -> bool {
+    tick.app_id.as_deref() == Some(app_id(node).as_str())
+}
+
+/// Whether `node` published one of `got`; if not, which publishers did, for a wait's message.
+fn heard_from(got: &[Got], node: NodeId) -> Result<(), String> {
+    if got.iter().any(|tick| published_by(tick, node)) {
+        return Ok(());
+    }
+    let publishers: BTreeSet<Option<&str>> =
+        got.iter().map(|tick| tick.app_id.as_deref()).collect();
+    Err(format!(
+        "{} ticks, none from {} (their app_ids: {publishers:?})",
+        got.len(),
+        app_id(node)
+    ))
+}
+
+/// One line per delivery, for a failure message: its instant, its publisher and when it arrived
+/// relative to `since` (negative: before).
+fn digest(got: &[Got], since: Instant) -> String {
+    let lines: Vec<String> = got
+        .iter()
+        .map(|tick| {
+            let arrived = if tick.at >= since {
+                format!("+{:?}", tick.at - since)
+            } else {
+                format!("-{:?}", since - tick.at)
+            };
+            format!(
+                "{} from {} at {arrived}",
+                tick.instant_ms().unwrap_or_default(),
+                tick.app_id.as_deref().unwrap_or("no app_id")
+            )
+        })
         .collect();
-    assert!(missing.is_empty(), "{name}: lost ticks at {missing:?}");
-    let mut ids: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
-    for tick in got {
-        if let Some(instant) = tick.instant_ms() {
-            ids.entry(instant).or_default().insert(tick.tick_id());
+    lines.join("\n")
+}
+
+/// A fault a test injected, and what every watched clock's deliveries must show around it
+/// (SPEC §7: no tick lost, a repeat keeps its id, only the leader publishes).
+struct Fault {
+    /// The cluster's nodes: every tick must name one of them as its publisher.
+    nodes: Vec<NodeId>,
+    /// The leader before the fault: its ticks must have arrived before the fault, or "the old
+    /// leader published nothing" would prove nothing.
+    leader_before: NodeId,
+    /// The leader after the fault: its ticks must arrive after the fault began.
+    leader_after: NodeId,
+    /// When the fault began.
+    began: Instant,
+    /// Nothing the old leader published may arrive after this, when it must have fallen silent.
+    old_leader_silent_from: Option<Instant>,
+    /// The longest silence a consumer may hear.
+    max_silence: Duration,
+    /// Instants that may be missing: delivered to a broker that could not hand them on.
+    excused: Option<RangeInclusive<u64>>,
+}
+
+impl Fault {
+    /// A fault that begins now on `cluster`, led by `leader`, with the bounds of a failover.
+    /// The test sets the leader after the fault once it knows it.
+    fn begins(cluster: &TestCluster, leader: NodeId) -> Fault {
+        Fault {
+            nodes: cluster.node_ids(),
+            leader_before: leader,
+            leader_after: leader,
+            began: Instant::now(),
+            old_leader_silent_from: None,
+            max_silence: FAILOVER_SILENCE,
+            excused: None,
         }
     }
-    assert!(
-        ids.values().all(|ids| ids.len() == 1),
-        "{name}: an instant under two ids"
-    );
-    let mut times: Vec<Instant> = got.iter().map(|tick| tick.at).collect();
-    times.sort();
-    let longest = times
-        .windows(2)
-        .map(|pair| pair[1] - pair[0])
-        .max()
-        .unwrap_or_default();
-    assert!(longest < max_gap, "{name}: a gap of {longest:?}");
-}
 
-/// After a fault on `old_leader`: for every watched clock, nothing published by the old leader
-/// arrived after `silent_from`, and no tick was lost (repeats keep their id, gaps stay short).
-async fn assert_old_leader_silent_and_nothing_lost(
-    watches: Vec<(String, Watch)>,
-    old_leader: NodeId,
-    silent_from: Instant,
-) {
-    let old_app_id = format!("tickd-node-{old_leader}");
-    for (name, watch) in watches {
-        let got = watch.got();
-        let from_old = published_by_since(&got, &old_app_id, silent_from);
+    /// Checks one clock's deliveries, `got`, recorded until `observed_until_ms`.
+    fn assert_held(&self, name: &str, got: &[Got], observed_until_ms: u64) {
+        let cluster_ids: BTreeSet<String> = self.nodes.iter().map(|node| app_id(*node)).collect();
+        let anonymous: Vec<&Got> = got
+            .iter()
+            .filter(|tick| {
+                !tick
+                    .app_id
+                    .as_ref()
+                    .is_some_and(|id| cluster_ids.contains(id))
+            })
+            .collect();
         assert!(
-            from_old.is_empty(),
-            "{name}: the old leader published {from_old:?}"
+            anonymous.is_empty(),
+            "{name}: {} of {} ticks without the app_id of a node of the cluster {cluster_ids:?}; \
+             received (instant, publisher, arrival since the fault):\n{}",
+            anonymous.len(),
+            got.len(),
+            digest(got, self.began)
         );
-        assert_no_tick_lost(&name, &got, Duration::from_millis(2_500));
-        watch.stop().await;
+        let (before, after) = (self.leader_before, self.leader_after);
+        assert!(
+            got.iter()
+                .any(|tick| tick.at < self.began && published_by(tick, before)),
+            "{name}: no tick from the leader before the fault ({}) arrived before it; received \
+             (instant, publisher, arrival since the fault):\n{}",
+            app_id(before),
+            digest(got, self.began)
+        );
+        assert!(
+            got.iter()
+                .any(|tick| tick.at > self.began && published_by(tick, after)),
+            "{name}: ticking did not resume: no tick from the leader after the fault ({}) \
+             arrived after it began; received (instant, publisher, arrival since the fault):\n{}",
+            app_id(after),
+            digest(got, self.began)
+        );
+        if let Some(silent_from) = self.old_leader_silent_from {
+            let late: Vec<Got> = got
+                .iter()
+                .filter(|tick| tick.at > silent_from && published_by(tick, before))
+                .cloned()
+                .collect();
+            assert!(
+                late.is_empty(),
+                "{name}: the old leader published after it had to fall silent, {:?} after \
+                 the fault:\n{}",
+                silent_from - self.began,
+                digest(&late, self.began)
+            );
+        }
+
+        // A scheduled tick's id is `clock-instant`, the same on every delivery: an instant
+        // under two ids, or an id that is not that, is a repeat under a new id.
+        let mut ids: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for tick in got {
+            let scheduled_at = tick.body["scheduled_at"].as_str().unwrap_or_default();
+            ids.entry(scheduled_at).or_default().insert(tick.tick_id());
+        }
+        let renamed: Vec<_> = ids.iter().filter(|(_, ids)| ids.len() != 1).collect();
+        assert!(
+            renamed.is_empty(),
+            "{name}: instants under several ids: {renamed:?}"
+        );
+        let instants: BTreeSet<u64> = got
+            .iter()
+            .map(|tick| {
+                let instant = tick.instant_ms();
+                let clock = tick.body["clock"].as_str().unwrap_or_default();
+                assert!(
+                    instant.is_some_and(|at| tick.tick_id() == format!("{clock}-{at}")),
+                    "{name}: a scheduled tick whose id is not `clock-instant`: {tick:?}"
+                );
+                instant.unwrap_or_default()
+            })
+            .collect();
+
+        // Every instant from the first delivered (before the fault, checked above) to one
+        // [`TAIL`] before the end of observation, by the wall clock: a cluster that went
+        // silent at the fault has nothing near the end.
+        let first = instants.first().copied().unwrap_or_default();
+        let newest_due = observed_until_ms.saturating_sub(millis(TAIL)) / INTERVAL_MS * INTERVAL_MS;
+        let excused = |at: &u64| {
+            self.excused
+                .as_ref()
+                .is_some_and(|range| range.contains(at))
+        };
+        let missing: Vec<u64> = (first / INTERVAL_MS..=newest_due / INTERVAL_MS)
+            .map(|n| n * INTERVAL_MS)
+            .filter(|at| !instants.contains(at) && !excused(at))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: no tick for the instants {missing:?}; expected every one from {first} \
+             to {newest_due} ({TAIL:?} before observation ended at {observed_until_ms}); \
+             delivered: {instants:?}"
+        );
+
+        let mut times: Vec<Instant> = got.iter().map(|tick| tick.at).collect();
+        times.sort();
+        let longest = times
+            .windows(2)
+            .map(|pair| pair[1] - pair[0])
+            .max()
+            .unwrap_or_default();
+        assert!(
+            longest < self.max_silence,
+            "{name}: a silence of {longest:?} (at most {:?})",
+            self.max_silence
+        );
+    }
+
+    /// Checks every watched clock, then stops watching.
+    async fn assert_held_by_all(&self, watches: Vec<(String, Watch)>) {
+        for (name, watch) in watches {
+            let observed_until_ms = unix_ms();
+            self.assert_held(&name, &watch.got(), observed_until_ms);
+            watch.stop().await;
+        }
     }
 }
 
-/// The ticks that the node with `app_id` published and that arrived after `since`.
-fn published_by_since<'a>(got: &'a [Got], app_id: &str, since: Instant) -> Vec<&'a Got> {
-    got.iter()
-        .filter(|tick| tick.at > since && tick.app_id.as_deref() == Some(app_id))
-        .collect()
-}
-
-async fn five_consumed_clocks(cluster: &TestCluster) -> Vec<(String, Watch)> {
+/// Five consumed clocks and the leader, once every clock has received a tick the leader
+/// published.
+async fn five_consumed_clocks(cluster: &TestCluster) -> (Vec<(String, Watch)>, NodeId) {
     let mut watches = Vec::new();
     for index in 0..5 {
         let name = unique_name(&format!("failover-{index}"));
-        let clock = register_ok(cluster, 1 + index % 3, &name, "every.1.seconds").await;
+        let clock = register_ok(cluster, 1 + index % 3, &name, SCHEDULE).await;
         watches.push((name, Watch::start(cluster, &clock, 1).await));
     }
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     for (name, watch) in &watches {
-        watch
-            .wait_for(&format!("{name} ticking"), Duration::from_secs(5), |got| {
-                got.len() >= 2
-            })
-            .await;
+        let what = format!("{name}: a tick from the leader, app_id {}", app_id(leader));
+        eventually(
+            &what,
+            FIRST_TICKS_WITHIN,
+            Duration::from_millis(50),
+            || async { heard_from(&watch.got(), leader) },
+        )
+        .await;
     }
-    watches
+    (watches, leader)
 }
 
 #[tokio::test]
 async fn leader_kill_loses_no_tick() {
     let cluster = cluster(Mode::Rabbit).await;
-    let watches = five_consumed_clocks(&cluster).await;
-    let leader = cluster.wait_for_leader(Duration::from_secs(3)).await;
+    let (watches, leader) = five_consumed_clocks(&cluster).await;
+    let mut fault = Fault::begins(&cluster, leader);
     cluster.kill(leader);
-    cluster
-        .wait_for_new_leader(leader, Duration::from_secs(5))
+    fault.leader_after = cluster
+        .wait_for_new_leader(leader, AGREED_LEADER_WITHIN)
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     cluster.restart(leader);
     cluster.wait_healthy(leader, Duration::from_secs(20)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    for (name, watch) in watches {
-        assert_no_tick_lost(&name, &watch.got(), Duration::from_millis(2_500));
-        watch.stop().await;
-    }
+    fault.assert_held_by_all(watches).await;
 }
+
+/// How long the stopped leader sleeps: longer than a failover, so that its successor publishes
+/// meanwhile and the old leader wakes with ticks long overdue that only its lease holds back.
+const STOPPED_FOR: Duration = Duration::from_secs(6);
 
 #[tokio::test]
 async fn a_stopped_leader_publishes_nothing_when_it_wakes() {
     let cluster = cluster(Mode::Rabbit).await;
-    let watches = five_consumed_clocks(&cluster).await;
-    let leader = cluster.wait_for_leader(Duration::from_secs(3)).await;
+    let (watches, leader) = five_consumed_clocks(&cluster).await;
+    let mut fault = Fault::begins(&cluster, leader);
     cluster.stop(leader);
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    cluster.cont(leader);
-    let woke = Instant::now();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    // Anything the old leader publishes after waking would be new: its lease is long gone.
-    assert_old_leader_silent_and_nothing_lost(watches, leader, woke + Duration::from_millis(200))
+    fault.leader_after = cluster
+        .wait_for_new_leader(leader, AGREED_LEADER_WITHIN)
         .await;
+    tokio::time::sleep(STOPPED_FOR.saturating_sub(fault.began.elapsed())).await;
+    cluster.cont(leader);
+    // What the old leader handed to the broker before it was stopped may still arrive once
+    // it wakes; anything later it published awake, when its lease was long gone.
+    fault.old_leader_silent_from = Some(Instant::now() + DELIVERY);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fault.assert_held_by_all(watches).await;
 }
 
 #[tokio::test]
@@ -441,60 +666,61 @@ async fn a_broker_outage_of_ten_seconds_loses_no_tick() {
         .rabbit_uri(Some(broker.gated_uri()))
         .start()
         .await;
-    let clock = register_ok(&cluster, 2, &unique_name("outage"), "every.1.seconds").await;
+    let clock = register_ok(&cluster, 2, &unique_name("outage"), SCHEDULE).await;
     let queue = clock["channel"]["details"]["queue"]
         .as_str()
         .expect("a queue");
-    let consumer = rabbit::ResilientConsumer::start(&broker.uri(), queue);
+    let consumer = ResilientConsumer::start(&broker.uri(), queue);
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     eventually(
-        "ticks before the outage",
-        Duration::from_secs(5),
+        "ticks from the leader before the outage",
+        FIRST_TICKS_WITHIN,
         Duration::from_millis(50),
-        || async { (consumer.received().len() >= 2).then_some(()) },
+        || async { heard_from(&received(&consumer), leader) },
     )
     .await;
 
     let stop_began_ms = unix_ms();
-    let stop_began = Instant::now();
+    let mut fault = Fault::begins(&cluster, leader);
     broker.stop();
     let stop_ended_ms = unix_ms();
     tokio::time::sleep(Duration::from_secs(10)).await;
     broker.restart_then_open(&[&consumer]).await;
     let healed_at = Instant::now();
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let healed_ms = unix_ms();
+    // The ticks of the outage arrive together once tickd reaches the broker again. Wait for
+    // the first instant after the gate opened (up to an interval away), then watch the
+    // ticking go on.
+    eventually(
+        "a tick due after the gate opened",
+        RECONNECT_WITHIN.saturating_add(INTERVAL),
+        Duration::from_millis(50),
+        || async {
+            let got = received(&consumer);
+            got.iter()
+                .any(|tick| tick.instant_ms().is_some_and(|at| at >= healed_ms))
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let got: Vec<Got> = consumer
-        .received()
-        .into_iter()
-        .map(|received| Got {
-            body: received.body.clone(),
-            at: received.at,
-            app_id: received.app_id.clone(),
-        })
-        .collect();
-    // The ticks of the outage arrive together once tickd reaches the broker again; none is
-    // lost and none is repeated under another id. One exception, which SPEC §5 implies: a
-    // broker that is shutting down (which takes seconds) closes the consumer's connection
-    // first and still confirms the publisher's ticks; those expire in the queue (a scheduled
-    // tick lives one interval) while the broker is down. The broker had them; nobody could
-    // receive them.
-    let confirmed_then_expired =
-        |instant: u64| (stop_began_ms.saturating_sub(1_000)..=stop_ended_ms).contains(&instant);
+    // None is lost and none is repeated under another id. One exception, which SPEC §5
+    // implies: a broker that is shutting down (which takes seconds) closes the consumer's
+    // connection first and still confirms the publisher's ticks; those expire in the queue (a
+    // scheduled tick lives one interval) while the broker is down. The broker had them;
+    // nobody could receive them.
+    fault.excused = Some(stop_began_ms.saturating_sub(INTERVAL_MS)..=stop_ended_ms);
     // The longest silence: from the last tick before the stop (up to an interval before it)
     // to the first after tickd is let through again.
-    let outage = healed_at - stop_began + Duration::from_secs(1);
-    assert_no_tick_lost_but(
-        "outage",
-        &got,
-        outage + Duration::from_secs(3),
-        confirmed_then_expired,
-    );
-    let instants: BTreeSet<u64> = got.iter().filter_map(Got::instant_ms).collect();
-    assert!(
-        instants.len() >= 14,
-        "ticks across the whole outage: {}",
-        instants.len()
-    );
+    fault.max_silence = (healed_at - fault.began)
+        .saturating_add(INTERVAL)
+        .saturating_add(RECONNECT_WITHIN);
+    // No failover is involved, but leadership may move on a busy machine: the leader that
+    // published the outage's ticks is the one at the end.
+    fault.leader_after = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
+    let observed_until_ms = unix_ms();
+    fault.assert_held("outage", &received(&consumer), observed_until_ms);
 }
 
 #[tokio::test]
@@ -506,18 +732,17 @@ async fn an_isolated_leader_is_replaced_and_publishes_nothing_once_its_lease_is_
         .rabbit_uri(Some(uri))
         .start()
         .await;
-    let watches = five_consumed_clocks(&cluster).await;
-    let leader = cluster.wait_for_leader(Duration::from_secs(3)).await;
+    let (watches, leader) = five_consumed_clocks(&cluster).await;
+    let mut fault = Fault::begins(&cluster, leader);
     cluster.isolate(leader);
-    let isolated_at = Instant::now();
-    let successor = cluster
-        .wait_for_new_leader(leader, Duration::from_secs(5))
+    fault.leader_after = cluster
+        .wait_for_new_leader(leader, AGREED_LEADER_WITHIN)
         .await;
-    assert_ne!(successor, leader);
     tokio::time::sleep(Duration::from_secs(4)).await;
     cluster.heal_links();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    // The lease (350 ms) runs out before anyone else can be elected; allow for delivery.
-    let silent_from = isolated_at + Duration::from_millis(600);
-    assert_old_leader_silent_and_nothing_lost(watches, leader, silent_from).await;
+    // The last lease the old leader obtained was asked for before the isolation; a publish
+    // pass that checked it may run on a little, and its ticks still have to travel.
+    fault.old_leader_silent_from = Some(fault.began + LEASE + PUBLISH_PASS + DELIVERY);
+    fault.assert_held_by_all(watches).await;
 }
