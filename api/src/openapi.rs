@@ -27,6 +27,8 @@ use utoipa::{Modify, OpenApi};
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     modifiers(&SecuritySchemes),
+    // Every operation needs the token unless it says otherwise (health, pop, this document).
+    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     tags(
         (name = "clocks", description = "Register, list, read and act on clocks"),
         (name = "queues", description = "The http channel: pop the ticks of a queue"),
@@ -89,6 +91,7 @@ static DOCUMENT_JSON: LazyLock<String> = LazyLock::new(|| {
     path = "/api/v1/openapi.json",
     tag = "documentation",
     summary = "This OpenAPI 3.1 document",
+    security(()),
     responses((status = 200, description = "The document", content_type = "application/json",
         body = Object)),
 )]
@@ -155,6 +158,7 @@ mod tests {
     #[test]
     fn every_error_is_documented_in_the_error_shape_and_token_routes_say_403() {
         let document = document_json();
+        let mut open = Vec::new();
         for (path, item) in document["paths"].as_object().expect("paths") {
             for (method, operation) in item.as_object().expect("path item") {
                 let name = format!("{method} {path}");
@@ -173,14 +177,36 @@ mod tests {
                         "{name} answers {status} without the error shape"
                     );
                 }
-                let needs_token = operation.get("security").is_some();
+                // An operation's own `security` overrides the document's; `[{}]` means none.
+                let needs_token = match operation.get("security") {
+                    Some(own) => own.as_array().is_some_and(|alternatives| {
+                        alternatives.iter().all(|alternative| {
+                            alternative
+                                .as_object()
+                                .is_some_and(|schemes| !schemes.is_empty())
+                        })
+                    }),
+                    None => document.get("security").is_some(),
+                };
                 assert_eq!(
                     needs_token,
                     responses.contains_key("403"),
                     "{name}: a route documents 403 exactly when it needs the token"
                 );
+                if !needs_token {
+                    open.push(name);
+                }
             }
         }
+        open.sort();
+        assert_eq!(
+            open,
+            [
+                "get /api/v1/openapi.json",
+                "get /api/v1/queues/{queue_id}/pop",
+                "get /mgmt/health"
+            ]
+        );
     }
 
     #[test]

@@ -45,7 +45,6 @@ pub struct Restored {
     summary = "A consistent copy of the whole registry",
     description = "A linearizable read: it holds every write acknowledged before it was \
         asked for, as one consistent point of the log.",
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 200, description = "The backup document", body = Backup),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
@@ -72,7 +71,6 @@ pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiErro
     description = "One replicated command: every node applies the same state at the same \
         log position. Refused unless the cluster holds no clock. Bodies up to 32 MiB.",
     request_body = Backup,
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 200, description = "How many clocks the cluster now holds", body = Restored),
         (status = 400, description = "Not a backup, another format version, or invalid",

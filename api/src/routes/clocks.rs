@@ -52,7 +52,6 @@ const REGISTRATION: BodyShape = BodyShape {
         the clock's channel, which is ready when the answer arrives. The same pair always \
         gets the same clock, also under concurrent registrations on different nodes.",
     request_body = RegisterBody,
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 201, description = "The clock, with its channel", body = ClockView,
             headers(("Location" = String,
@@ -149,7 +148,6 @@ pub async fn register(
             description = "PENDING, ACTIVE or PAUSED, or one of them after `!`"),
         ("id" = Option<String>, Query, description = "The exact id, or `!id`"),
     ),
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 200, description = "The matching clocks, without channels",
             body = Vec<ClockView>),
@@ -186,7 +184,6 @@ pub async fn list(
     tag = "clocks",
     summary = "Read one clock",
     params(("id" = String, Path, description = "The clock's id")),
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 200, description = "The clock, without its channel", body = ClockView),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
@@ -222,7 +219,6 @@ pub async fn get(
         ("id" = String, Path, description = "The clock's id"),
         ("action" = inline(Action), Path, description = "What to do"),
     ),
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 200, description = "The clock after the action", body = ClockView),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),

@@ -31,6 +31,7 @@ enum HealthStatus {
     get,
     path = "/mgmt/health",
     tag = "health",
+    security(()),
     responses(
         (status = 200, description = "This node is a member of a cluster with a known leader",
             body = Health, example = json!({"status": "UP"})),

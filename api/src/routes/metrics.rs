@@ -21,7 +21,6 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
     summary = "This node's metrics in the Prometheus text format",
     description = "Needs the access token unless the cluster file sets \
         `metrics_require_token = false`.",
-    security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     responses(
         (status = 200, description = "The Prometheus text exposition format, version 0.0.4",
             body = String, content_type = "text/plain"),

@@ -27,6 +27,7 @@ pub const MAX_WAIT_SECONDS: u64 = 30;
     get,
     path = "/api/v1/queues/{queue_id}/pop",
     tag = "queues",
+    security(()),
     summary = "Pop every waiting tick of an http channel",
     description = "No token (Ticktok compat): the unguessable queue id is the capability. \
         Returns every tick due in the queue and removes them, `[]` when none (Ticktok \
