@@ -10,6 +10,7 @@ use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use serde_json::Value;
 
+use crate::cluster::{NodeId, TestCluster};
 use crate::proxy::{LinkMode, LinkProxy};
 
 /// The machine's broker.
@@ -131,6 +132,27 @@ impl Consumers {
             Ok(result) => result.map_err(|error| error.to_string()),
             Err(_) => Err(format!("no consumer within {RETRIED_HANDSHAKE_TIMEOUT:?}")),
         }
+    }
+
+    /// Registers a clock through `node` of a cluster that uses the broker at `uri`, and starts
+    /// one consumer on its queue.
+    ///
+    /// # Panics
+    ///
+    /// When the registration is not a 201 with a RabbitMQ channel.
+    pub async fn of_new_clock(
+        cluster: &TestCluster,
+        node: NodeId,
+        name: &str,
+        schedule: &str,
+        uri: &str,
+    ) -> Consumers {
+        let (status, _, clock) = crate::api::register(cluster, node, name, schedule).await;
+        assert_eq!(status, reqwest::StatusCode::CREATED, "{clock}");
+        let queue = clock["channel"]["details"]["queue"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a RabbitMQ channel: {clock}"));
+        Consumers::start(uri, queue, 1).await
     }
 
     /// Starts `count` competing consumers on `queue` (each on its own connection), acking

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus_parse::{Sample, Value};
 use reqwest::{Method, StatusCode};
-use tickd_tests::api::{self, anonymous, authed, register};
+use tickd_tests::api::{self, anonymous, authed};
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
@@ -142,12 +142,9 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
     let mut consumers = Vec::new();
     for index in 0..5 {
         let name = unique_name(&format!("metrics-{index}"));
-        let (status, _, clock) = register(&cluster, follower, &name, "every.1.seconds").await;
-        assert_eq!(status, StatusCode::CREATED, "{clock}");
-        let queue = clock["channel"]["details"]["queue"]
-            .as_str()
-            .expect("a rabbit channel");
-        consumers.push(Consumers::start(&uri, queue, 1).await);
+        consumers.push(
+            Consumers::of_new_clock(&cluster, follower, &name, "every.1.seconds", &uri).await,
+        );
     }
     eventually(
         "every clock ticking",

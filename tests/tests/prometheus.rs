@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use prometheus_parse::Value as Sampled;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tickd_tests::api::{self, authed, register};
+use tickd_tests::api::{self, authed};
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
@@ -431,12 +431,9 @@ async fn alerts_and_dashboard_use_only_metrics_a_real_cluster_exports() {
     let mut consumers = Vec::new();
     for (index, follower) in followers.iter().enumerate() {
         let name = unique_name(&format!("prometheus-{index}"));
-        let (status, _, clock) = register(&cluster, *follower, &name, "every.1.seconds").await;
-        assert_eq!(status, StatusCode::CREATED, "{clock}");
-        let queue = clock["channel"]["details"]["queue"]
-            .as_str()
-            .expect("a RabbitMQ queue");
-        consumers.push(Consumers::start(&uri, queue, 1).await);
+        consumers.push(
+            Consumers::of_new_clock(&cluster, *follower, &name, "every.1.seconds", &uri).await,
+        );
     }
     eventually(
         "ticks reaching every consumer",
