@@ -1246,6 +1246,85 @@ mod tests {
         assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000", "ra-6000"]);
     }
 
+    /// The ids of the ticks waiting in an http clock's queue, in filing order.
+    fn queue_ids(registry: &Registry, clock: &Clock) -> Vec<String> {
+        let Channel::Http { queue_id } = &clock.channel else {
+            panic!("an http clock, got {:?}", clock.channel);
+        };
+        registry
+            .ledger()
+            .queues
+            .get(queue_id)
+            .map(|queue| queue.iter().map(|tick| tick.id.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn pause_withdraws_the_same_ticks_from_an_http_queue_as_from_the_outbox() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("r", "every.1.seconds", "ra", 0));
+        let http = create(&mut registry, "h", "every.1.seconds", "hc");
+        registry.apply(intent(3_000, 2_100));
+        // The manual ticks are stamped later than the pause below: a new leader's clock may be
+        // behind its predecessor's (within the offset bound), and a manual tick must survive a
+        // pause whatever its stamp, so only `manual` can keep them.
+        for clock in ["ra", "hc"] {
+            registry.apply(Command::Tick {
+                id: id(clock),
+                now_ms: 2_200,
+            });
+        }
+        assert_eq!(
+            queue_ids(&registry, &http),
+            ["hc-1000", "hc-2000", "hc-3000", "hc-m1"]
+        );
+        for clock in ["ra", "hc"] {
+            registry.apply(Command::Pause {
+                id: id(clock),
+                now_ms: 2_100,
+            });
+        }
+        // Ticks already due stay for their consumer, the one due after the pause is withdrawn,
+        // the manual tick stays: on both channels alike.
+        assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000", "ra-m0"]);
+        assert_eq!(queue_ids(&registry, &http), ["hc-1000", "hc-2000", "hc-m1"]);
+        let Channel::Http { queue_id } = http.channel.clone() else {
+            panic!("an http clock");
+        };
+        let popped = registry.apply(Command::Pop {
+            queue: queue_id,
+            now_ms: 5_000,
+            request: "after-pause".into(),
+        });
+        let Outcome::Popped(ticks) = popped else {
+            panic!("a pop outcome, got {popped:?}");
+        };
+        let popped: Vec<(String, bool)> = ticks
+            .iter()
+            .map(|tick| (tick.id.to_string(), tick.manual))
+            .collect();
+        assert_eq!(
+            popped,
+            [
+                ("hc-1000".to_owned(), false),
+                ("hc-2000".to_owned(), false),
+                ("hc-m1".to_owned(), true)
+            ],
+            "a consumer polling long after the pause gets nothing scheduled after it"
+        );
+        // While paused nothing is filed; a resume restarts after its own instant.
+        registry.apply(intent(6_000, 5_500));
+        assert!(
+            queue_ids(&registry, &http).is_empty(),
+            "paused: nothing filed"
+        );
+        registry.apply(Command::Resume {
+            id: http.id.clone(),
+            now_ms: 5_500,
+        });
+        assert_eq!(queue_ids(&registry, &http), ["hc-6000"]);
+    }
+
     #[test]
     fn manual_ticks_have_sequential_ids_and_ignore_status() {
         let mut registry = Registry::new();
