@@ -128,8 +128,37 @@ pub struct Fault {
     pub start_ms: u64,
     /// When it was healed.
     pub healed_ms: u64,
-    /// How long the cluster took to have a (new) leader after the fault began, if it lost one.
-    pub time_to_leader_ms: Option<u64>,
+    /// Whether the fault took the leader away, and how soon the nodes agreed on another.
+    pub leader: LeaderRecovery,
+}
+
+impl Fault {
+    /// How long the cluster took to have a (new) leader after the fault began, if it lost one
+    /// and found another.
+    pub fn time_to_leader_ms(&self) -> Option<u64> {
+        match self.leader {
+            LeaderRecovery::Elected { after_ms } => Some(after_ms),
+            LeaderRecovery::Kept | LeaderRecovery::NotWithin { .. } => None,
+        }
+    }
+}
+
+/// What became of the leader across a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderRecovery {
+    /// The fault did not touch the leader (a follower, the broker).
+    Kept,
+    /// The leader was lost and the running nodes agreed on one `after_ms` after the fault.
+    Elected {
+        /// From the fault's start to the agreement.
+        after_ms: u64,
+    },
+    /// The leader was lost and no leader was agreed on within `bound_ms`: a liveness
+    /// violation.
+    NotWithin {
+        /// The bound that passed.
+        bound_ms: u64,
+    },
 }
 
 /// A broken guarantee, for the verdict.

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::chaos::history::Fault;
+use crate::chaos::history::{Fault, LeaderRecovery};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
 use crate::rabbit::{GatedBroker, ResilientConsumer};
@@ -129,20 +129,20 @@ async fn inject(
     let leader = await_leader(cluster, LEADER_BOUND)
         .await
         .map(|(leader, _)| leader);
-    let (what, time_to_leader) = match (kind, leader) {
+    let (what, leader) = match (kind, leader) {
         (FaultKind::KillLeader, Some(leader)) => {
             cluster.kill(leader);
             let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
             tokio::time::sleep(hold).await;
             cluster.restart(leader);
-            (format!("kill -9 leader {leader}"), elected)
+            (format!("kill -9 leader {leader}"), recovery(elected))
         }
         (FaultKind::KillFollower, Some(leader)) => {
             let victim = pick_follower(cluster, leader, rng);
             cluster.kill(victim);
             tokio::time::sleep(hold).await;
             cluster.restart(victim);
-            (format!("kill -9 follower {victim}"), None)
+            (format!("kill -9 follower {victim}"), LeaderRecovery::Kept)
         }
         (FaultKind::PauseLeader, Some(leader)) => {
             cluster.stop(leader);
@@ -151,7 +151,7 @@ async fn inject(
             cluster.cont(leader);
             (
                 format!("SIGSTOP leader {leader} for {} ms", millis(hold)),
-                elected,
+                recovery(elected),
             )
         }
         (FaultKind::IsolateLeader, Some(leader)) => {
@@ -164,7 +164,7 @@ async fn inject(
                     "partition isolating leader {leader} for {} ms",
                     millis(hold)
                 ),
-                elected,
+                recovery(elected),
             )
         }
         (FaultKind::IsolateFollower, Some(leader)) => {
@@ -177,7 +177,7 @@ async fn inject(
                     "partition isolating follower {victim} for {} ms",
                     millis(hold)
                 ),
-                None,
+                LeaderRecovery::Kept,
             )
         }
         (FaultKind::BrokerOutage, _) => match rabbit {
@@ -190,10 +190,13 @@ async fn inject(
                 rabbit.broker.restart_then_open(rabbit.consumers).await;
                 (
                     format!("RabbitMQ down for {} ms", millis(down_at.elapsed())),
-                    None,
+                    LeaderRecovery::Kept,
                 )
             }
-            None => ("no fault (no private broker)".to_string(), None),
+            None => (
+                "no fault (no private broker)".to_string(),
+                LeaderRecovery::Kept,
+            ),
         },
         (FaultKind::CrashAll, _) | (_, None) => {
             cluster.kill_all();
@@ -202,13 +205,25 @@ async fn inject(
             let elected = await_leader(cluster, LEADER_BOUND)
                 .await
                 .map(|(_, took)| took);
-            ("crash of every node".to_string(), elected)
+            ("crash of every node".to_string(), recovery(elected))
         }
     };
     Fault {
         what,
         start_ms,
         healed_ms: now_ms(),
-        time_to_leader_ms: time_to_leader.map(millis),
+        leader,
+    }
+}
+
+/// A lost leader's recovery: elected after the time waited, or not within [`LEADER_BOUND`].
+fn recovery(elected: Option<Duration>) -> LeaderRecovery {
+    match elected {
+        Some(took) => LeaderRecovery::Elected {
+            after_ms: millis(took),
+        },
+        None => LeaderRecovery::NotWithin {
+            bound_ms: millis(LEADER_BOUND),
+        },
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::TestCluster;
 use crate::chaos::check::{durability, linearizable, liveness, ticks};
-use crate::chaos::history::{Fault, Op, OpResult, Violation, WatchedClock};
+use crate::chaos::history::{Fault, LeaderRecovery, Op, OpResult, Violation, WatchedClock};
 use crate::chaos::nemesis::{self, LEADER_BOUND};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
@@ -58,7 +58,7 @@ impl RunReport {
     pub fn max_time_to_leader_ms(&self) -> u64 {
         self.faults
             .iter()
-            .filter_map(|fault| fault.time_to_leader_ms)
+            .filter_map(Fault::time_to_leader_ms)
             .max()
             .unwrap_or(0)
     }
@@ -223,6 +223,18 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         &deliveries,
         u64::try_from(LIVENESS_BOUND.as_millis()).unwrap_or(u64::MAX),
     ));
+    // The nemesis waits at most LEADER_BOUND for a new leader after a fault that took the old
+    // one away; a fault that outlasted it is a broken liveness promise, not just a slow run.
+    violations.extend(faults.iter().filter_map(|fault| match fault.leader {
+        LeaderRecovery::NotWithin { bound_ms } => Some(Violation {
+            checker: "liveness",
+            detail: format!(
+                "no leader was agreed on within {bound_ms} ms of the fault \"{}\"",
+                fault.what
+            ),
+        }),
+        LeaderRecovery::Kept | LeaderRecovery::Elected { .. } => None,
+    }));
     RunReport {
         seed,
         channel,
