@@ -622,10 +622,14 @@ async fn a_stopped_leader_publishes_nothing_when_it_wakes() {
     fault.assert_held_by_all(watches).await;
 }
 
+/// The clock TTL of the purge test: short, so that a clock goes through it several times.
+const PURGE_TTL: Duration = Duration::from_secs(3);
+
 #[tokio::test]
 async fn unconsumed_clocks_are_purged_and_paused_ones_kept() {
     for mode in [Mode::Http, Mode::Rabbit] {
-        let builder = TestCluster::builder().nodes(3).clock_ttl_ms(3_000);
+        let ttl_ms = u64::try_from(PURGE_TTL.as_millis()).unwrap_or(u64::MAX);
+        let builder = TestCluster::builder().nodes(3).clock_ttl_ms(ttl_ms);
         let builder = match mode {
             Mode::Rabbit => builder.rabbit_uri(Some(rabbit::broker().await)),
             Mode::Http => builder,
@@ -635,7 +639,18 @@ async fn unconsumed_clocks_are_purged_and_paused_ones_kept() {
             clock_id(&register_ok(&cluster, 1, &unique_name("abandoned"), "every.1.seconds").await);
         let kept =
             clock_id(&register_ok(&cluster, 2, &unique_name("kept"), "every.1.seconds").await);
-        action(&cluster, 3, &kept, "pause").await;
+        // The consumed clock is registered last, so it has been through the TTL by the time
+        // the abandoned one is gone; a purge that ignored consumers would take it too.
+        let consumed = register_ok(&cluster, 3, &unique_name("consumed"), "every.1.seconds").await;
+        let consumed_since = Instant::now();
+        let watch = Watch::start(&cluster, &consumed, 1).await;
+        let consumed = clock_id(&consumed);
+        let (status, _, body) = action(&cluster, 3, &kept, "pause").await;
+        assert_eq!(
+            (status, body["status"].clone()),
+            (StatusCode::OK, Value::from("PAUSED")),
+            "{mode:?}: pause {body}"
+        );
         let cluster = &cluster;
         let abandoned = &abandoned;
         eventually(
@@ -653,6 +668,32 @@ async fn unconsumed_clocks_are_purged_and_paused_ones_kept() {
             (StatusCode::OK, Value::from("PAUSED")),
             "{mode:?}"
         );
+        // Two TTLs plus one purge period (a quarter TTL) after its registration, an idle
+        // consumed clock would certainly have been purged.
+        tokio::time::sleep(
+            (PURGE_TTL * 2 + PURGE_TTL / 4).saturating_sub(consumed_since.elapsed()),
+        )
+        .await;
+        let (status, _, body) = get_clock(cluster, 2, &consumed).await;
+        assert_eq!(
+            (status, body["status"].clone()),
+            (StatusCode::OK, Value::from("ACTIVE")),
+            "{mode:?}: the consumed clock after {:?} {body}",
+            consumed_since.elapsed()
+        );
+        // It still ticks: a scheduled tick due after this point reaches its consumer.
+        let checked_at_ms = unix_ms();
+        watch
+            .wait_for(
+                &format!("{mode:?}: a tick of the consumed clock after the purge"),
+                Duration::from_secs(5),
+                |got| {
+                    got.iter()
+                        .any(|tick| tick.instant_ms().is_some_and(|at| at > checked_at_ms))
+                },
+            )
+            .await;
+        watch.stop().await;
     }
 }
 
