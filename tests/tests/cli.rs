@@ -3,10 +3,11 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tickd_tests::api::{clock_id, register};
+use tickd_tests::api::{clock_id, get_clock, pop, register};
 use tickd_tests::cluster::{READY_TIMEOUT, tickd_binary};
 use tickd_tests::{TestCluster, ports, unique_name};
 
@@ -124,15 +125,43 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
         got.contains(&format!("id: {id}")) && got.contains("status: ACTIVE"),
         "{got}"
     );
-    for (verb, status) in [
-        ("pause", "PAUSED"),
-        ("tick", "PAUSED"),
-        ("resume", "ACTIVE"),
+    // Each action is told apart by what it changes: `pause` and `resume` flip the status
+    // they find, `tick` leaves it as it is and delivers one manual tick (popped from the
+    // clock's http queue), so a CLI that sent the wrong action fails here.
+    let pop_url = created["channel"]["details"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an http channel: {created}"))
+        .to_owned();
+    for (verb, before, after) in [
+        ("tick", "ACTIVE", "ACTIVE"),
+        ("pause", "ACTIVE", "PAUSED"),
+        ("tick", "PAUSED", "PAUSED"),
+        ("resume", "PAUSED", "ACTIVE"),
     ] {
+        let (_, _, found) = get_clock(&cluster, 1, &id).await;
+        assert_eq!(found["status"], before, "before {verb}: {found}");
         let clock = tickd(&api, token, &["clocks", verb, &id, "--json"])
             .await
             .json(verb);
-        assert_eq!(clock["status"], status, "{verb}: {clock}");
+        assert_eq!(clock["status"], after, "{verb} from {before}: {clock}");
+        let (_, _, found) = get_clock(&cluster, 3, &id).await;
+        assert_eq!(found["status"], after, "after {verb}: {found}");
+        // The hourly schedule puts no scheduled tick in the queue during the test (one that
+        // falls on the hour is ignored), so every manual tick popped came from this action.
+        let wait = (verb == "tick").then_some(Duration::from_secs(5));
+        let (code, _, popped) = pop(&cluster, &pop_url, wait).await;
+        assert_eq!(code, StatusCode::OK, "pop after {verb}: {popped}");
+        let manual = popped
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|tick| tick["manual"] == true && tick["clock"] == id.as_str())
+            .count();
+        let expected = usize::from(verb == "tick");
+        assert_eq!(
+            manual, expected,
+            "manual ticks delivered by {verb}: {popped}"
+        );
     }
 
     // Error paths: an unknown clock, a wrong token, no token, an unreachable node.
