@@ -185,6 +185,9 @@ async fn broker_scenarios(mode: Mode) {
             !got.is_empty()
         })
         .await;
+    // Watch on: a schedule that fired even once a few seconds (as every.1.seconds or
+    // every.2.seconds would) must show a scheduled tick before the check below.
+    tokio::time::sleep(NEVER_OBSERVED_FOR).await;
     let got = watch.got();
     assert_eq!(
         got[0].body["manual"],
@@ -195,10 +198,13 @@ async fn broker_scenarios(mode: Mode) {
     assert_eq!(
         got.len(),
         1,
-        "{mode:?}: @never delivers only the manual tick"
+        "{mode:?}: @never delivers only the manual tick, {NEVER_OBSERVED_FOR:?} after it: {got:?}"
     );
     watch.stop().await;
 }
+
+/// How long the @never clock is watched after its manual tick for a scheduled one.
+const NEVER_OBSERVED_FOR: Duration = Duration::from_secs(4);
 
 #[tokio::test]
 async fn broker_scenarios_over_rabbitmq() {
