@@ -111,7 +111,8 @@ ensure_api_tools() {
   "$venv/bin/pip" install -q --disable-pip-version-check $wanted
 }
 
-# cargo-deb builds the Debian package; the suite packages its debug build and installs it.
+# cargo-deb builds the Debian package; the suite packages its debug build and unpacks it
+# into a scratch root, where it runs the unit's command line.
 ensure_cargo_deb() {
   if cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
     say "cargo-deb $CARGO_DEB_VERSION: present"
