@@ -170,7 +170,7 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
-    use tickd_domain::ClockId;
+    use tickd_domain::{Channel, ClockId, QueueId, Schedule};
 
     use super::*;
 
@@ -230,23 +230,40 @@ mod tests {
     async fn writes_that_queue_behind_full_slots_share_an_entry_and_keep_their_outcomes() {
         let registry = Arc::new(SlowRegistry::default());
         let batcher = Batcher::spawn(Arc::clone(&registry));
+        // Every write registers a clock of its own, so every outcome in a batch differs and
+        // a caller handed another caller's outcome sees the wrong id and name.
         let writers: Vec<_> = (0..50)
             .map(|n| {
                 let batcher = batcher.clone();
                 tokio::spawn(async move {
-                    let command = Command::Pause {
-                        id: ClockId::new(format!("clock-{n}")),
+                    let command = Command::Register {
+                        name: format!("clock-{n}"),
+                        schedule: Schedule::parse("every.1.seconds").expect("a schedule"),
+                        id: ClockId::new(format!("id-{n}")),
+                        channel: Channel::Http {
+                            queue_id: QueueId::new(format!("queue-{n}")),
+                        },
+                        max_clocks: 1_000,
                         now_ms: n,
                     };
                     batcher.submit(command).await
                 })
             })
             .collect();
-        for writer in writers {
+        for (n, writer) in writers.into_iter().enumerate() {
             let response = writer.await.expect("writer task");
+            let outcome = response.ok().and_then(|r| r.outcome);
+            let Some(Outcome::Registered {
+                clock,
+                created: true,
+            }) = &outcome
+            else {
+                panic!("writer {n}: a new clock, got {outcome:?}");
+            };
             assert_eq!(
-                response.ok().and_then(|r| r.outcome),
-                Some(Outcome::NotFound)
+                (clock.id.to_string(), clock.name.as_str()),
+                (format!("id-{n}"), format!("clock-{n}").as_str()),
+                "writer {n} got another write's outcome"
             );
         }
         let proposals = registry.proposals.lock().expect("proposals").clone();
