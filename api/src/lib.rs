@@ -7,7 +7,8 @@
 //!    413 and 415, in the JSON shape of SPEC §2.
 //! 2. A 64 KiB body limit, enforced before any parsing.
 //! 3. [`telemetry::observe`]: the request's span, and its count and latency by route.
-//! 4. [`auth::require_token`] on everything under `/api/v1` (not on health), including the
+//! 4. [`auth::require_token`] on everything under `/api/v1` but the http channel's pop (the
+//!    queue id is the capability) and the OpenAPI document, and not on health; including the
 //!    admin routes: membership changes (`/api/v1/cluster/nodes`), `/api/v1/backup` and
 //!    `/api/v1/restore` (the one route with a larger body limit, see
 //!    [`routes::backup::MAX_RESTORE_BYTES`]); and on `/metrics` unless the cluster file turns
