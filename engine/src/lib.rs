@@ -3,7 +3,7 @@
 //! # The promise, and how it is kept
 //!
 //! A tick is published only after the leader has committed its intent to fire it (SPEC §7).
-//! The leader proposes an intent a little ahead of time ([`duties::LOOKAHEAD`]): applying it
+//! The leader proposes an intent a little ahead of time ([`decisions::LOOKAHEAD`]): applying it
 //! files every tick due in the window into the replicated ledger (`tickd_domain::TickLedger`),
 //! so the publish at the instant itself needs no consensus round. RabbitMQ ticks wait in the
 //! ledger's outbox until the broker confirms them; the leader then commits a `Confirm` that
@@ -15,6 +15,13 @@
 //!
 //! Http ticks need no publisher: the intent files them in the clock's replicated queue and a
 //! poll pops them (see `tickd-api`).
+//!
+//! # Decisions apart from effects
+//!
+//! [`decisions`] holds every rule above (lease, publish, confirm, re-delivery, purge) as a
+//! plain struct stepped with the time and the applied registry; [`duties`] is the loop that
+//! owns the timers, the proposals, the broker and the metrics, and asks it what to do. The
+//! rules are unit-tested without a broker or a cluster; the loop is tested end to end.
 //!
 //! # Neighbours
 //!
@@ -30,6 +37,7 @@
 //! span per publish that also covers the broker's confirmation, then `ack` (the `Confirm`
 //! entry that removed it from the outbox).
 
+pub mod decisions;
 pub mod duties;
 pub mod lease;
 pub mod rabbit;
@@ -53,14 +61,6 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    fn clock_ttl_ms(&self) -> u64 {
-        u64::try_from(self.clock_ttl.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    fn catch_up_ms(&self) -> u64 {
-        u64::try_from(self.catch_up.as_millis()).unwrap_or(u64::MAX)
-    }
-
     /// Abandoned clocks are looked for four times per TTL, so one is removed at most a
     /// quarter TTL late.
     fn purge_every(&self) -> Duration {

@@ -1,0 +1,626 @@
+//! The leader's decisions, without I/O: what to propose, what to publish and what to confirm,
+//! given the time and what has happened.
+//!
+//! [`Decisions`] is a plain struct stepped by the duties loop (`duties.rs`), which owns every
+//! effect: the timers, the Raft proposals, the broker and the metrics. Each method takes the
+//! time as an argument ([`Now`]) and the applied registry to read, and returns what to do, so
+//! the rules of the lease, the publish, the confirmation and the purge are tested by stepping
+//! instants and events, without a broker, a cluster or a clock.
+//!
+//! The rules, in one place:
+//!
+//! * **Publish** only while the [`Lease`] holds, only ticks whose instant has come, each at
+//!   most once at a time (a tick handed to the broker is *in flight* until the broker settles
+//!   it), at most [`MAX_PUBLISH_BATCH`] at once. A failed publish pauses publishing for
+//!   [`RECONNECT_PAUSE`]; a tick the broker did not confirm is published again, with its id.
+//! * **Confirm** what the broker stored, or returned because the queue is gone, in one
+//!   command per [`CONFIRM_EVERY`](crate::duties::CONFIRM_EVERY).
+//! * **Redelivery**: ticks that were already due when this leader took over may have been
+//!   published by the previous leader; publishing one is counted as a re-delivery, once.
+//! * **Purge** active clocks nobody consumes: http clocks not polled for the clock TTL, and
+//!   RabbitMQ clocks whose queue the broker reported missing.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use tickd_domain::{Channel, ClockId, ClockStatus, Intent, Registry, Tick, TickId};
+use tokio::time::Instant;
+
+use crate::EngineConfig;
+use crate::lease::Lease;
+use crate::rabbit::RECONNECT_PAUSE;
+
+/// How far ahead of the clock intents are committed: several commit latencies, so that the
+/// publish at an instant never waits for consensus.
+pub const LOOKAHEAD: Duration = Duration::from_millis(600);
+/// How often the lease is renewed (it lasts [`crate::lease::LEASE`]).
+pub const LEASE_RENEW_EVERY: Duration = Duration::from_millis(100);
+/// The most ticks published in one pass. A larger instant goes out in several passes, one
+/// right after the other: each pass is bounded by the broker's operation timeout, which ten
+/// thousand messages to a busy broker exceeded (the whole burst then failed and was published
+/// again, loading the broker further), and the loop serves intents and the lease in between.
+pub const MAX_PUBLISH_BATCH: usize = 2_000;
+/// The longest the loop sleeps when nothing is due: ticks filed meanwhile are found this late
+/// at worst (an applied entry wakes the loop sooner).
+pub const IDLE_WAKE: Duration = Duration::from_millis(250);
+
+/// The key of an outbox tick: its due instant and its id.
+pub type OutboxKey = (u64, TickId);
+
+/// The two clocks a decision reads: the monotonic one for the lease and the pauses, which
+/// no wall-clock step can stretch, and the wall clock for due instants, which are replicated
+/// as milliseconds since the epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct Now {
+    /// The monotonic clock.
+    pub instant: Instant,
+    /// The wall clock, in milliseconds since the Unix epoch.
+    pub wall_ms: u64,
+}
+
+impl Now {
+    /// The same moment `elapsed` later on both clocks.
+    pub fn after(self, elapsed: Duration) -> Now {
+        Now {
+            instant: self.instant + elapsed,
+            wall_ms: self
+                .wall_ms
+                .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+/// What the broker said about one published tick.
+#[derive(Debug)]
+pub enum Settled {
+    /// Stored in the clock's queue, confirmed this long after the publish.
+    Delivered(Duration),
+    /// Returned: the clock's queue no longer exists.
+    Unroutable(ClockId),
+    /// Refused (a nack) or the confirmation was lost.
+    Failed(String),
+}
+
+/// One tick to hand to the broker.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// Its outbox key.
+    pub key: OutboxKey,
+    /// The tick.
+    pub tick: Tick,
+    /// The clock's queue.
+    pub queue: String,
+    /// Whether a previous leader may have published it already.
+    pub redelivery: bool,
+}
+
+/// The leader's state between two steps, for one term.
+#[derive(Debug)]
+pub struct Decisions {
+    config: EngineConfig,
+    /// Whether a broker is configured: without one, nothing is published.
+    publishes: bool,
+    lease: Lease,
+    /// Outbox ticks handed to the broker by this leader and still in the outbox: either
+    /// awaiting the broker's confirmation or awaiting the `Confirm` command that removes them.
+    /// A failed publish leaves the set, so the tick is published again.
+    in_flight: HashSet<OutboxKey>,
+    /// Clocks whose queue the broker reported missing: nobody consumed them for the TTL.
+    abandoned: BTreeSet<ClockId>,
+    /// Settled ticks waiting for the next `Confirm` command.
+    confirmed: Vec<OutboxKey>,
+    /// Outbox ticks that were already due when this leader took over: the previous leader may
+    /// have published them without its confirmation being committed. Ticks filed ahead of
+    /// their instant are not here: no leader publishes a tick before its instant.
+    inherited: BTreeSet<OutboxKey>,
+    /// After a failed publish or without the lease, no new attempt before this instant: a
+    /// broker outage costs one attempt per reconnect pause, not a busy loop.
+    publish_paused_until: Option<Instant>,
+}
+
+impl Decisions {
+    /// The decisions of a leader that takes over at `now` with `registry` applied.
+    pub fn new(config: EngineConfig, publishes: bool, registry: &Registry, now: Now) -> Self {
+        let inherited = registry
+            .ledger()
+            .outbox
+            .keys()
+            .take_while(|(due_at, _)| *due_at <= now.wall_ms)
+            .cloned()
+            .collect();
+        Self {
+            config,
+            publishes,
+            lease: Lease::default(),
+            in_flight: HashSet::new(),
+            abandoned: BTreeSet::new(),
+            confirmed: Vec::new(),
+            inherited,
+            publish_paused_until: None,
+        }
+    }
+
+    /// A quorum confirmed leadership when asked at `asked_at`.
+    pub fn lease_confirmed(&mut self, asked_at: Instant) {
+        self.lease.confirmed(asked_at);
+    }
+
+    /// Leadership could not be confirmed.
+    pub fn lease_lost(&mut self) {
+        self.lease.lost();
+    }
+
+    /// The intent to propose at `now`: every instant up to [`LOOKAHEAD`] ahead.
+    pub fn intent(&self, now: Now) -> Intent {
+        Intent {
+            through_ms: now.after(LOOKAHEAD).wall_ms,
+            now_ms: now.wall_ms,
+            catch_up_ms: duration_ms(self.config.catch_up),
+            queue_limit: self.config.http_queue_limit,
+        }
+    }
+
+    /// When to look for due ticks next: the earliest unpublished outbox tick's instant (now,
+    /// if it is due), no later than [`IDLE_WAKE`] and no earlier than the end of a pause.
+    pub fn next_publish_at(&self, now: Now, registry: &Registry) -> Instant {
+        let idle = now.instant + IDLE_WAKE;
+        if !self.publishes {
+            return idle;
+        }
+        let next = registry
+            .ledger()
+            .outbox
+            .keys()
+            .find(|key| !self.in_flight.contains(*key))
+            .map(|(due_at, _)| *due_at);
+        let Some(due_at) = next else {
+            return idle;
+        };
+        let due =
+            (now.instant + Duration::from_millis(due_at.saturating_sub(now.wall_ms))).min(idle);
+        self.publish_paused_until
+            .map_or(due, |paused| due.max(paused))
+    }
+
+    /// The ticks to publish at `now`: due, not in flight, for clocks that still exist, at
+    /// most [`MAX_PUBLISH_BATCH`]. Empty without a broker, during a pause, or without the
+    /// lease (which pauses publishing until the lease may have been renewed).
+    pub fn due(&mut self, now: Now, registry: &Registry) -> Vec<Outgoing> {
+        if !self.publishes
+            || self
+                .publish_paused_until
+                .is_some_and(|paused| now.instant < paused)
+        {
+            return Vec::new();
+        }
+        if !self.lease.holds(now.instant) {
+            self.publish_paused_until = Some(now.instant + LEASE_RENEW_EVERY);
+            return Vec::new();
+        }
+        let mut outgoing = Vec::new();
+        let due = registry
+            .ledger()
+            .outbox
+            .iter()
+            .take_while(|((due_at, _), _)| *due_at <= now.wall_ms)
+            .filter(|(key, _)| !self.in_flight.contains(*key))
+            .take(MAX_PUBLISH_BATCH);
+        for (key, tick) in due {
+            match registry.get(&tick.clock).map(|clock| &clock.channel) {
+                Some(Channel::Rabbit { queue }) => outgoing.push(Outgoing {
+                    key: key.clone(),
+                    tick: tick.clone(),
+                    queue: queue.clone(),
+                    redelivery: self.inherited.contains(key),
+                }),
+                // Only RabbitMQ clocks file ticks in the outbox, and removing a clock removes
+                // its ticks; should one outlive its clock anyway, nobody can receive it.
+                _ => self.confirmed.push(key.clone()),
+            }
+        }
+        outgoing
+    }
+
+    /// The broker accepted `outgoing`: each tick is in flight until it is settled, and a
+    /// re-delivery is counted once.
+    pub fn accepted(&mut self, outgoing: &[Outgoing]) {
+        for tick in outgoing {
+            self.in_flight.insert(tick.key.clone());
+            self.inherited.remove(&tick.key);
+        }
+    }
+
+    /// The broker refused a whole publish at `now`: the ticks stay in the outbox, and the next
+    /// attempt waits for [`RECONNECT_PAUSE`].
+    pub fn publish_failed(&mut self, now: Now) {
+        self.publish_paused_until = Some(now.instant + RECONNECT_PAUSE);
+    }
+
+    /// Records what the broker said about one tick; true if it must be published again.
+    pub fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
+        match settled {
+            Settled::Delivered(_) => {
+                self.confirmed.push(key);
+                false
+            }
+            Settled::Unroutable(clock) => {
+                // Nobody can receive it: the tick is done, and the clock is abandoned.
+                self.confirmed.push(key);
+                self.abandoned.insert(clock);
+                false
+            }
+            Settled::Failed(_) => {
+                self.in_flight.remove(&key);
+                true
+            }
+        }
+    }
+
+    /// The ticks to remove from the outbox in one `Confirm` command, if any. Ticks that have
+    /// left the outbox are forgotten: they are settled for good.
+    pub fn confirms(&mut self, registry: &Registry) -> Option<Vec<OutboxKey>> {
+        let outbox = &registry.ledger().outbox;
+        self.in_flight.retain(|key| outbox.contains_key(key));
+        (!self.confirmed.is_empty()).then(|| std::mem::take(&mut self.confirmed))
+    }
+
+    /// The active clocks to purge at `now` (SPEC §6), if any: RabbitMQ clocks whose queue the
+    /// broker reported missing, and http clocks not polled for the clock TTL.
+    pub fn abandoned(&mut self, now: Now, registry: &Registry) -> Option<Vec<ClockId>> {
+        let ttl = duration_ms(self.config.clock_ttl);
+        let mut abandoned: Vec<ClockId> = std::mem::take(&mut self.abandoned).into_iter().collect();
+        let idle_http = registry.clocks().filter(|clock| {
+            let idle_since = registry
+                .ledger()
+                .cursors
+                .get(&clock.id)
+                .map_or(0, |cursor| cursor.last_activity_ms);
+            clock.status == ClockStatus::Active
+                && matches!(clock.channel, Channel::Http { .. })
+                && now.wall_ms.saturating_sub(idle_since) >= ttl
+        });
+        abandoned.extend(idle_http.map(|clock| clock.id.clone()));
+        (!abandoned.is_empty()).then_some(abandoned)
+    }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use tickd_domain::{Command, Outcome, QueueId, Schedule};
+
+    use super::*;
+    use crate::lease::LEASE;
+
+    const MS: Duration = Duration::from_millis(1);
+    const TTL: Duration = Duration::from_secs(60);
+
+    fn config() -> EngineConfig {
+        EngineConfig {
+            clock_ttl: TTL,
+            catch_up: Duration::from_secs(10),
+            http_queue_limit: 100,
+        }
+    }
+
+    /// A moment well after the epoch, on a whole second, so that instants are easy to name.
+    fn start() -> Now {
+        Now {
+            instant: Instant::now(),
+            wall_ms: 1_000_000,
+        }
+    }
+
+    fn register(registry: &mut Registry, name: &str, channel: Channel, now: Now) -> ClockId {
+        let command = Command::Register {
+            name: name.to_owned(),
+            schedule: Schedule::parse("every.1.seconds").expect("a valid schedule"),
+            id: ClockId::new(format!("id-{name}")),
+            channel,
+            max_clocks: 10_000,
+            now_ms: now.wall_ms,
+        };
+        match registry.apply(command) {
+            Outcome::Registered {
+                clock,
+                created: true,
+            } => clock.id,
+            other => panic!("expected a new clock, got {other:?}"),
+        }
+    }
+
+    fn rabbit_clock(registry: &mut Registry, name: &str, now: Now) -> ClockId {
+        let queue = format!("ticktok-{name};every.1.seconds");
+        register(registry, name, Channel::Rabbit { queue }, now)
+    }
+
+    fn http_clock(registry: &mut Registry, name: &str, now: Now) -> ClockId {
+        let queue_id = QueueId::new(format!("queue-{name}"));
+        register(registry, name, Channel::Http { queue_id }, now)
+    }
+
+    /// Files every tick up to `through` after `now`, as a committed intent would.
+    fn file_through(registry: &mut Registry, now: Now, through: Duration) {
+        let intent = Intent {
+            through_ms: now.after(through).wall_ms,
+            now_ms: now.wall_ms,
+            catch_up_ms: 10_000,
+            queue_limit: 100,
+        };
+        registry.apply(Command::Intend(intent));
+    }
+
+    /// The decisions of a leader that took over at `now` and holds its lease from then (for
+    /// [`LEASE`]).
+    fn leading(registry: &Registry, now: Now) -> Decisions {
+        let mut decisions = Decisions::new(config(), true, registry, now);
+        decisions.lease_confirmed(now.instant);
+        decisions
+    }
+
+    fn keys(outgoing: &[Outgoing]) -> Vec<OutboxKey> {
+        outgoing.iter().map(|tick| tick.key.clone()).collect()
+    }
+
+    /// A registry with one RabbitMQ clock registered at `now` and its ticks filed 3 s ahead.
+    fn one_ticking_clock(now: Now) -> Registry {
+        let mut registry = Registry::new();
+        rabbit_clock(&mut registry, "orders", now);
+        file_through(&mut registry, now, Duration::from_secs(3));
+        registry
+    }
+
+    #[test]
+    fn the_intent_reaches_the_lookahead_with_the_configured_limits() {
+        let now = start();
+        let intent = Decisions::new(config(), true, &Registry::new(), now).intent(now);
+        assert_eq!(
+            intent,
+            Intent {
+                through_ms: now.wall_ms + 600,
+                now_ms: now.wall_ms,
+                catch_up_ms: 10_000,
+                queue_limit: 100,
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_is_published_before_the_lease_is_confirmed() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let mut decisions = Decisions::new(config(), true, &registry, now);
+        let first_due = now.after(Duration::from_secs(1));
+        assert!(decisions.due(first_due, &registry).is_empty());
+        // Not in a busy loop: the next look waits for a renewal.
+        assert_eq!(
+            decisions.next_publish_at(first_due, &registry),
+            first_due.instant + LEASE_RENEW_EVERY
+        );
+        let renewed = first_due.after(LEASE_RENEW_EVERY);
+        decisions.lease_confirmed(renewed.instant);
+        assert_eq!(decisions.due(renewed, &registry).len(), 1);
+    }
+
+    #[test]
+    fn nothing_is_published_once_the_lease_has_run_out() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let mut decisions = Decisions::new(config(), true, &registry, now);
+        let asked_at = now.after(Duration::from_secs(1) - LEASE);
+        decisions.lease_confirmed(asked_at.instant);
+        assert!(
+            decisions
+                .due(now.after(Duration::from_secs(1)), &registry)
+                .is_empty(),
+            "a lease asked for {LEASE:?} before the tick's instant has run out at it"
+        );
+
+        let mut decisions = Decisions::new(config(), true, &registry, now);
+        decisions.lease_confirmed(asked_at.after(MS).instant);
+        assert_eq!(
+            decisions
+                .due(now.after(Duration::from_secs(1)), &registry)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_lost_lease_stops_publishing_at_once() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let instant = now.after(Duration::from_secs(1));
+        let mut decisions = leading(&registry, instant);
+        decisions.lease_lost();
+        assert!(decisions.due(instant, &registry).is_empty());
+    }
+
+    #[test]
+    fn a_tick_is_published_at_its_instant_and_not_a_millisecond_before() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let instant = now.after(Duration::from_secs(1));
+        let early = now.after(Duration::from_secs(1) - MS);
+        let mut decisions = leading(&registry, early);
+        assert!(decisions.due(early, &registry).is_empty());
+        // The loop sleeps exactly until then (the idle wake is longer than 1 ms).
+        assert_eq!(decisions.next_publish_at(early, &registry), instant.instant);
+        let outgoing = decisions.due(instant, &registry);
+        assert_eq!(outgoing.len(), 1);
+        assert_eq!(outgoing[0].tick.due_at_ms, instant.wall_ms);
+        assert_eq!(outgoing[0].queue, "ticktok-orders;every.1.seconds");
+        assert!(
+            !outgoing[0].redelivery,
+            "the tick was filed ahead of its instant"
+        );
+    }
+
+    #[test]
+    fn a_tick_in_flight_is_not_published_twice() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let instant = now.after(Duration::from_secs(1));
+        let mut decisions = leading(&registry, instant);
+        let outgoing = decisions.due(instant, &registry);
+        decisions.accepted(&outgoing);
+        assert!(decisions.due(instant, &registry).is_empty());
+        // The next wake is for the next tick, not the one in flight (capped by the idle wake).
+        assert_eq!(
+            decisions.next_publish_at(instant, &registry),
+            instant.instant + IDLE_WAKE
+        );
+    }
+
+    #[test]
+    fn a_tick_the_broker_did_not_confirm_is_published_again() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let instant = now.after(Duration::from_secs(1));
+        let mut decisions = leading(&registry, instant);
+        let outgoing = decisions.due(instant, &registry);
+        decisions.accepted(&outgoing);
+        let key = outgoing[0].key.clone();
+        assert!(decisions.settle(key.clone(), Settled::Failed("nack".into())));
+        assert_eq!(keys(&decisions.due(instant, &registry)), vec![key]);
+        assert_eq!(
+            decisions.confirms(&registry),
+            None,
+            "a failed tick is not confirmed"
+        );
+    }
+
+    #[test]
+    fn a_refused_publish_pauses_publishing_then_offers_the_same_ticks() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let mut decisions = leading(&registry, now);
+        let instant = now.after(Duration::from_secs(1));
+        decisions.lease_confirmed(instant.instant);
+        let refused = keys(&decisions.due(instant, &registry));
+        assert_eq!(refused.len(), 1);
+        decisions.publish_failed(instant);
+        assert_eq!(
+            decisions.next_publish_at(instant, &registry),
+            instant.instant + RECONNECT_PAUSE
+        );
+        let before = instant.after(RECONNECT_PAUSE - MS);
+        decisions.lease_confirmed(before.instant);
+        assert!(decisions.due(before, &registry).is_empty());
+        let after = instant.after(RECONNECT_PAUSE);
+        assert_eq!(keys(&decisions.due(after, &registry)), refused);
+    }
+
+    #[test]
+    fn delivered_and_returned_ticks_are_confirmed_in_one_command() {
+        let now = start();
+        let mut registry = Registry::new();
+        rabbit_clock(&mut registry, "orders", now);
+        let gone = rabbit_clock(&mut registry, "invoices", now);
+        file_through(&mut registry, now, Duration::from_secs(3));
+        let instant = now.after(Duration::from_secs(1));
+        let mut decisions = leading(&registry, instant);
+        let outgoing = decisions.due(instant, &registry);
+        decisions.accepted(&outgoing);
+        assert_eq!(outgoing.len(), 2);
+        for tick in &outgoing {
+            let settled = if tick.tick.clock == gone {
+                Settled::Unroutable(gone.clone())
+            } else {
+                Settled::Delivered(MS)
+            };
+            assert!(!decisions.settle(tick.key.clone(), settled));
+        }
+        assert_eq!(decisions.confirms(&registry), Some(keys(&outgoing)));
+        assert_eq!(
+            decisions.confirms(&registry),
+            None,
+            "each tick is confirmed once"
+        );
+        // The returned tick's clock has no queue any more: nobody consumes it.
+        assert_eq!(decisions.abandoned(instant, &registry), Some(vec![gone]));
+        assert_eq!(decisions.abandoned(instant, &registry), None);
+    }
+
+    #[test]
+    fn a_large_instant_goes_out_in_bounded_passes() {
+        let now = start();
+        let mut registry = Registry::new();
+        for index in 0..=MAX_PUBLISH_BATCH {
+            rabbit_clock(&mut registry, &format!("clock{index}"), now);
+        }
+        file_through(&mut registry, now, Duration::from_secs(1));
+        let instant = now.after(Duration::from_secs(1));
+        let mut decisions = leading(&registry, instant);
+        let first = decisions.due(instant, &registry);
+        assert_eq!(first.len(), MAX_PUBLISH_BATCH);
+        decisions.accepted(&first);
+        assert_eq!(decisions.due(instant, &registry).len(), 1);
+    }
+
+    #[test]
+    fn ticks_due_at_takeover_count_as_redeliveries_once() {
+        let registered = start();
+        let mut registry = Registry::new();
+        rabbit_clock(&mut registry, "orders", registered);
+        file_through(&mut registry, registered, Duration::from_secs(3));
+        // The previous leader stopped after 2.5 s: the ticks of 1 s and 2 s may have gone out.
+        let takeover = registered.after(Duration::from_millis(2_500));
+        let mut decisions = leading(&registry, takeover);
+        let later = registered.after(Duration::from_secs(3));
+        decisions.lease_confirmed(later.instant);
+        let outgoing = decisions.due(later, &registry);
+        let redelivered: Vec<(u64, bool)> = outgoing
+            .iter()
+            .map(|tick| (tick.tick.due_at_ms - registered.wall_ms, tick.redelivery))
+            .collect();
+        assert_eq!(
+            redelivered,
+            vec![(1_000, true), (2_000, true), (3_000, false)]
+        );
+
+        decisions.accepted(&outgoing);
+        let first = outgoing[0].key.clone();
+        decisions.settle(first, Settled::Failed("connection lost".into()));
+        let again = decisions.due(later, &registry);
+        assert_eq!(again.len(), 1);
+        assert!(!again[0].redelivery, "a re-delivery is counted once");
+    }
+
+    #[test]
+    fn idle_http_clocks_are_purged_after_the_ttl_and_paused_or_rabbit_ones_are_kept() {
+        let now = start();
+        let mut registry = Registry::new();
+        let idle = http_clock(&mut registry, "idle", now);
+        let paused = http_clock(&mut registry, "paused", now);
+        registry.apply(Command::Pause {
+            id: paused,
+            now_ms: now.wall_ms,
+        });
+        http_clock(&mut registry, "recent", now.after(Duration::from_secs(1)));
+        rabbit_clock(&mut registry, "rabbit", now);
+        let mut decisions = leading(&registry, now);
+        assert_eq!(decisions.abandoned(now.after(TTL - MS), &registry), None);
+        assert_eq!(
+            decisions.abandoned(now.after(TTL), &registry),
+            Some(vec![idle])
+        );
+    }
+
+    #[test]
+    fn without_a_broker_nothing_is_published() {
+        let now = start();
+        let registry = one_ticking_clock(now);
+        let instant = now.after(Duration::from_secs(1));
+        let mut decisions = Decisions::new(config(), false, &registry, now);
+        decisions.lease_confirmed(instant.instant);
+        assert!(decisions.due(instant, &registry).is_empty());
+        assert_eq!(
+            decisions.next_publish_at(instant, &registry),
+            instant.instant + IDLE_WAKE
+        );
+    }
+}
