@@ -148,42 +148,54 @@ async fn register_ok(cluster: &TestCluster, node: NodeId, name: &str, schedule: 
     body
 }
 
+/// The most a tick may arrive after its instant in these scenarios. The engine commits intents
+/// 600 ms ahead every 200 ms and publishes at the instant, so on an idle machine a tick arrives
+/// within milliseconds (docs/BENCHMARKS.md: p99 lateness well under a second even for 10 000
+/// clocks); the rest is margin for a loaded 2-core box running other test clusters.
+const DELIVERY_MARGIN: Duration = Duration::from_secs(3);
+
 async fn broker_scenarios(mode: Mode) {
     let cluster = cluster(mode).await;
-    // A registered every.2.seconds clock delivers a tick within 3 s.
+    // A registered every.2.seconds clock delivers a tick within one interval, plus the margin.
     let clock = register_ok(&cluster, 2, &unique_name("two"), "every.2.seconds").await;
     let watch = Watch::start(&cluster, &clock, 1).await;
     watch
-        .wait_for("a first tick", Duration::from_secs(3), |got| {
-            !got.is_empty()
-        })
+        .wait_for(
+            "a first tick",
+            Duration::from_secs(2) + DELIVERY_MARGIN,
+            |got| !got.is_empty(),
+        )
         .await;
 
-    // Pausing stops the ticks.
+    // Pausing stops the ticks: none due after the pause was acknowledged is ever delivered
+    // (SPEC §4). Ticks due before it may still be on their way, so the check is on the
+    // instants the ticks carry, not on when they arrive.
     let (status, _, _) = action(&cluster, 3, &clock_id(&clock), "pause").await;
     assert_eq!(status, StatusCode::OK);
-    let paused_at = Instant::now();
-    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let paused_at_ms = unix_ms();
+    // Long enough for two instants of the schedule, and for a tick of either to arrive.
+    tokio::time::sleep(Duration::from_secs(4) + DELIVERY_MARGIN).await;
     let after_pause: Vec<Got> = watch
         .got()
         .into_iter()
-        .filter(|got| got.at > paused_at + Duration::from_millis(300))
+        .filter(|got| {
+            got.instant_ms()
+                .is_none_or(|instant| instant > paused_at_ms)
+        })
         .collect();
     assert!(
         after_pause.is_empty(),
-        "{mode:?}: ticks after the pause: {after_pause:?}"
+        "{mode:?}: ticks due after the pause at {paused_at_ms}: {after_pause:?}"
     );
     watch.stop().await;
 
-    // A manual tick on an @never clock is delivered within 3 s.
+    // A manual tick on an @never clock is delivered within the margin.
     let never = register_ok(&cluster, 1, &unique_name("never"), "@never").await;
     let watch = Watch::start(&cluster, &never, 1).await;
     let (status, _, _) = action(&cluster, 3, &clock_id(&never), "tick").await;
     assert_eq!(status, StatusCode::OK);
     watch
-        .wait_for("the manual tick", Duration::from_secs(3), |got| {
-            !got.is_empty()
-        })
+        .wait_for("the manual tick", DELIVERY_MARGIN, |got| !got.is_empty())
         .await;
     // Watch on: a schedule that fired even once a few seconds (as every.1.seconds or
     // every.2.seconds would) must show a scheduled tick before the check below.
