@@ -130,6 +130,7 @@ pub struct TestClusterBuilder {
     joining: BTreeSet<NodeId>,
     wait_ready: bool,
     link_proxies: bool,
+    data_root: Option<PathBuf>,
 }
 
 impl Default for TestClusterBuilder {
@@ -147,6 +148,7 @@ impl Default for TestClusterBuilder {
             initially_down: BTreeSet::new(),
             joining: BTreeSet::new(),
             wait_ready: true,
+            data_root: None,
         }
     }
 }
@@ -227,6 +229,13 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Puts node N's data directory at `<root>/node<N>` (default: `node<N>` in the cluster's
+    /// temporary directory), e.g. on a filesystem mounted there (see [`crate::power`]).
+    pub fn data_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.data_root = Some(root.into());
+        self
+    }
+
     /// Whether [`start`](Self::start) waits until the started nodes are healthy
     /// under one leader (default `true`). Turn it off when the started nodes
     /// are a minority, or when the test watches start-up itself.
@@ -260,6 +269,12 @@ impl TestClusterBuilder {
         config.metrics_require_token = self.metrics_require_token;
         for node in &mut config.nodes {
             node.join = self.joining.contains(&node.id);
+            if let Some(root) = &self.data_root {
+                node.data_dir = root
+                    .join(format!("node{}", node.id))
+                    .to_string_lossy()
+                    .into_owned();
+            }
         }
         let links = if self.link_proxies {
             start_link_proxies(&mut config).await

@@ -37,6 +37,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod config;
 pub mod ports;
+pub mod power;
 pub mod proxy;
 pub mod rabbit;
 pub mod tools;
