@@ -121,3 +121,19 @@ ensure_cargo_deb() {
   say "cargo-deb: installing $CARGO_DEB_VERSION (a few minutes of compiling, once)"
   cargo install --locked --quiet cargo-deb --version "$CARGO_DEB_VERSION"
 }
+
+# The power-loss tests mount one FUSE filesystem per node (tickd-powerloss, built on fuser
+# without libfuse: as root it mounts with mount(2)); they unmount with fusermount3, from fuse3,
+# and need the kernel's /dev/fuse, which no package provides.
+ensure_fuse() {
+  if command -v fusermount3 >/dev/null 2>&1; then
+    say "fuse3: present"
+  else
+    say "fuse3: missing, installing it"
+    apt_install fuse3
+  fi
+  if [ ! -c /dev/fuse ]; then
+    echo "/dev/fuse is missing: the power-loss tests need FUSE (modprobe fuse, or pass the device into the container)" >&2
+    exit 1
+  fi
+}
