@@ -78,6 +78,11 @@ fn stored_or_generated(path: &Path) -> std::io::Result<String> {
     let mut file = options.open(path)?;
     writeln!(file, "{value}")?;
     file.sync_all()?;
+    // The name too: a token lost with the power would be generated anew, and every client
+    // holding the old one locked out.
+    if let Some(dir) = path.parent() {
+        tickd_storage::sync_dir(dir)?;
+    }
     Ok(value)
 }
 

@@ -73,7 +73,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         path: data_dir.clone(),
         source,
     };
-    std::fs::create_dir_all(&data_dir).map_err(data_dir_error)?;
+    tickd_storage::create_durable_dir(&data_dir).map_err(data_dir_error)?;
     let (token, origin) = credentials::access_token(
         std::env::var("ACCESS_TOKEN").ok(),
         config.token.clone(),

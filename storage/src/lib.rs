@@ -87,8 +87,8 @@ pub enum OpenError {
         /// What went wrong.
         reason: String,
     },
-    /// A directory could not be created.
-    #[error("cannot create {path}: {source}")]
+    /// A directory could not be created, or its creation could not be made durable.
+    #[error("cannot create {path} durably: {source}")]
     Directory {
         /// The directory.
         path: PathBuf,
@@ -100,16 +100,44 @@ pub enum OpenError {
 /// Opens (or creates) a node's storage under `data_dir` and returns the log store, the state
 /// machine, and the handle through which the rest of the node reads the applied state.
 pub fn open(data_dir: &Path) -> Result<(LogStore, StateMachine, StateHandle), OpenError> {
-    let db = open_db(&data_dir.join("raft"))?;
-    let log = LogStore::new(db)?;
+    let raft_dir = data_dir.join("raft");
     let snapshot_dir = data_dir.join("snapshot");
-    std::fs::create_dir_all(&snapshot_dir).map_err(|source| OpenError::Directory {
-        path: snapshot_dir.clone(),
-        source,
-    })?;
+    for dir in [&raft_dir, &snapshot_dir] {
+        create_durable_dir(dir).map_err(|source| OpenError::Directory {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let db = open_db(&raft_dir)?;
+    let log = LogStore::new(db)?;
     let state_machine = StateMachine::open(snapshot_dir)?;
     let handle = state_machine.handle();
     Ok((log, state_machine, handle))
+}
+
+/// Creates `dir` and its missing ancestors, each made durable by an fsync of the directory
+/// that holds it. RocksDB and the snapshot writer fsync the directories they write in, but not
+/// those directories' own entries: without this, a node that lost power in its first seconds
+/// could come back without the directory that held its vote and its log, and vote again.
+pub fn create_durable_dir(dir: &Path) -> std::io::Result<()> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|path| !path.exists()).collect();
+    std::fs::create_dir_all(dir)?;
+    for parent in missing.into_iter().rev().filter_map(Path::parent) {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+/// Makes the entries of `dir` (files created, renamed or removed in it) durable: an fsync of a
+/// file covers its content, not its name. An empty path is the current directory (the parent
+/// of a bare file name).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The memtable of a column family: RocksDB's default (64 MiB, two of them) would hold a
@@ -147,4 +175,25 @@ fn open_db(path: &Path) -> Result<Arc<DB>, OpenError> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_durable_directory_is_created_with_its_missing_ancestors() {
+        let root = tempfile::tempdir().expect("temporary directory");
+        let dir = root.path().join("a").join("b").join("raft");
+        create_durable_dir(&dir).expect("created");
+        assert!(dir.is_dir());
+        // Again: nothing to create, nothing fails.
+        create_durable_dir(&dir).expect("already there");
+    }
+
+    #[test]
+    fn a_bare_file_name_has_the_current_directory_as_its_directory() {
+        let parent = Path::new("token").parent().expect("a parent, empty");
+        sync_dir(parent).expect("the current directory is synced");
+    }
 }

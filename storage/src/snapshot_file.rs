@@ -158,7 +158,7 @@ impl SnapshotFile {
             return Ok((current, current_file));
         }
         fs::rename(&path, self.current())?;
-        sync_dir(&self.dir)?;
+        crate::sync_dir(&self.dir)?;
         file.seek(SeekFrom::Start(0))?;
         Ok((meta, file))
     }
@@ -201,10 +201,6 @@ fn temporary_file(path: &Path) -> io::Result<File> {
         .create(true)
         .truncate(true)
         .open(path)
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
