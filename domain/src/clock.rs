@@ -253,6 +253,17 @@ mod tests {
     }
 
     #[test]
+    fn ids_read_back_exactly_as_the_node_chose_them() {
+        let clock = ClockId::new("c-1_x".to_owned());
+        assert_eq!(clock.as_str(), "c-1_x");
+        assert_eq!(clock.to_string(), "c-1_x");
+        // A queue id is the capability in the poll URL: it must come back byte for byte.
+        let queue = QueueId::new("Q9-aZ_0".to_owned());
+        assert_eq!(queue.as_str(), "Q9-aZ_0");
+        assert_eq!(queue.to_string(), "Q9-aZ_0");
+    }
+
+    #[test]
     fn statuses_parse_from_exactly_the_wire_words() {
         for status in [
             ClockStatus::Pending,

@@ -129,4 +129,27 @@ mod tests {
             .map(|c| c.id.as_str());
         assert_eq!(found, Some("c1"));
     }
+
+    #[test]
+    fn a_colliding_clock_must_match_both_name_and_literal() {
+        // Under one forced hash: a clock with the literal but another name, one with the name
+        // but another literal, and the pair itself, last in id order.
+        let same_literal = clock("c1", "invoices", "@never");
+        let same_name = clock("c2", "orders", "every.1.seconds");
+        let pair = clock("c3", "orders", "@never");
+        let hash = pair_hash("orders", "@never");
+        let index = PairIndex {
+            entries: [&same_literal, &same_name, &pair]
+                .into_iter()
+                .map(|c| (hash, c.id.clone()))
+                .collect(),
+        };
+        let clocks: BTreeMap<ClockId, Clock> = [same_literal, same_name, pair]
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
+        let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.as_str());
+        assert_eq!(found("orders", "@never"), Some("c3"));
+        assert_eq!(found("receipts", "every.1.seconds"), None);
+    }
 }

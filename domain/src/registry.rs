@@ -697,7 +697,7 @@ impl From<Registry> for RegistrySnapshot {
 mod tests {
     use super::*;
     use crate::clock::QueueId;
-    use crate::ticks::{Filed, Intent, TickId, TickLedger};
+    use crate::ticks::{Filed, Intent, TickCounters, TickId, TickLedger};
 
     /// A generous limit for tests that are not about the limit.
     const NO_LIMIT: u64 = 1_000;
@@ -1507,5 +1507,240 @@ mod tests {
             Outcome::Rejected { .. }
         ));
         assert!(target.is_empty());
+    }
+
+    /// An intent with a ten-second schedule's worth of knobs: the catch-up window is one
+    /// minute and an http queue keeps three ticks.
+    fn intent_keeping_three(through_ms: u64, now_ms: u64) -> Command {
+        Command::Intend(Intent {
+            through_ms,
+            now_ms,
+            catch_up_ms: 60_000,
+            queue_limit: 3,
+        })
+    }
+
+    #[test]
+    fn intents_count_what_they_filed_late_coalesced_and_dropped() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("r", "every.10.seconds", "ra", 0));
+        let http = create(&mut registry, "h", "every.10.seconds", "hc");
+        // Nothing could commit from 0 to 100 s. Per clock: 10 s and 20 s are older than the
+        // cutoff (40 s) and coalesced into 30 s; 30..=100 s are filed, all late but 100 s,
+        // which is due at the intent's own instant. The queue keeps the newest 3 of its 8.
+        let filed = registry.apply(intent_keeping_three(100_500, 100_000));
+        assert_eq!(
+            filed,
+            Outcome::Filed(Filed {
+                ticks: 16,
+                late: 14,
+                coalesced: 4,
+                dropped: 5,
+            })
+        );
+        // The broker stays away for another minute. Per clock 110..=160 s are filed, all late
+        // but 160 s; the queue drops all it held for the 6 new ones; the outbox's ticks older
+        // than the new cutoff (100 s), 30..=90 s, are coalesced into 90 s.
+        let filed = registry.apply(intent_keeping_three(160_500, 160_000));
+        assert_eq!(
+            filed,
+            Outcome::Filed(Filed {
+                ticks: 12,
+                late: 10,
+                coalesced: 6,
+                dropped: 6,
+            })
+        );
+        assert_eq!(
+            registry.ledger().counters,
+            TickCounters {
+                filed: 28,
+                late: 24,
+                coalesced: 10,
+                dropped: 11,
+            }
+        );
+        assert_eq!(
+            outbox_ids(&registry),
+            [
+                "ra-90000",
+                "ra-100000",
+                "ra-110000",
+                "ra-120000",
+                "ra-130000",
+                "ra-140000",
+                "ra-150000",
+                "ra-160000"
+            ]
+        );
+        assert_eq!(
+            queue_ids(&registry, &http),
+            ["hc-140000", "hc-150000", "hc-160000"]
+        );
+    }
+
+    #[test]
+    fn pause_keeps_the_tick_due_at_its_own_instant() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("a", "every.1.seconds", "ra", 0));
+        registry.apply(intent(3_000, 2_000));
+        registry.apply(Command::Pause {
+            id: id("ra"),
+            now_ms: 2_000,
+        });
+        // 2 s is due when the pause is applied, not after it: its consumer still gets it.
+        assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000"]);
+    }
+
+    #[test]
+    fn confirm_counts_each_tick_it_removes_once() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("a", "every.1.seconds", "ra", 0));
+        registry.apply(intent(3_000, 2_500));
+        let key = |at: u64| (at, TickId::scheduled(&id("ra"), at));
+        let confirmed = registry.apply(Command::Confirm {
+            ticks: vec![key(1_000), key(2_000), key(2_000), key(9_000)],
+        });
+        assert_eq!(confirmed, Outcome::Confirmed { count: 2 });
+        assert_eq!(outbox_ids(&registry), ["ra-3000"]);
+    }
+
+    #[test]
+    fn purge_withdraws_the_outbox_ticks_of_the_purged_clocks_only() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("gone", "every.1.seconds", "rg", 0));
+        registry.apply(rabbit("kept", "every.1.seconds", "rk", 0));
+        registry.apply(intent(2_000, 1_500));
+        let purged = registry.apply(Command::Purge {
+            clocks: vec![id("rg")],
+        });
+        assert_eq!(
+            purged,
+            Outcome::Purged {
+                clocks: vec![id("rg")]
+            }
+        );
+        assert_eq!(outbox_ids(&registry), ["rk-1000", "rk-2000"]);
+        assert!(!registry.ledger().cursors.contains_key(&id("rg")));
+        assert!(registry.ledger().cursors.contains_key(&id("rk")));
+    }
+
+    #[test]
+    fn restore_accepts_a_backup_of_exactly_the_limit() {
+        let mut target = Registry::new();
+        let at_the_limit = Command::Restore {
+            snapshot: backed_up().into(),
+            now_ms: 0,
+            max_clocks: 2,
+        };
+        assert_eq!(target.apply(at_the_limit), Outcome::Restored { clocks: 2 });
+        assert_eq!(target.len(), 2);
+    }
+
+    #[test]
+    fn restore_joins_the_backup_counters_to_the_clusters_own() {
+        let source = backed_up();
+        assert_eq!(
+            source.ledger().counters,
+            TickCounters {
+                filed: 3,
+                late: 2,
+                coalesced: 0,
+                dropped: 0,
+            }
+        );
+        // The restoring cluster ticked a clock of its own, manually and on schedule, and
+        // purged it: it holds no clock but has a history.
+        let mut target = Registry::new();
+        target.apply(rabbit("old", "every.1.seconds", "ro", 0));
+        target.apply(Command::Tick {
+            id: id("ro"),
+            now_ms: 500,
+        });
+        target.apply(intent(2_000, 2_000));
+        target.apply(Command::Purge {
+            clocks: vec![id("ro")],
+        });
+        assert_eq!(
+            target.ledger().counters,
+            TickCounters {
+                filed: 3,
+                late: 1,
+                coalesced: 0,
+                dropped: 0,
+            }
+        );
+        assert_eq!(
+            target.apply(restore(source.into(), 3_000)),
+            Outcome::Restored { clocks: 2 }
+        );
+        assert_eq!(
+            target.ledger().counters,
+            TickCounters {
+                filed: 6,
+                late: 3,
+                coalesced: 0,
+                dropped: 0,
+            }
+        );
+        assert_eq!(target.ledger().manual_sequence, 1);
+    }
+
+    #[test]
+    fn command_kinds_name_each_command_for_spans_and_metrics() {
+        let clock = id("c");
+        let queue = QueueId::new("q".to_owned());
+        let cases = [
+            (register("n", "@never", "c", NO_LIMIT), "register"),
+            (
+                Command::Pause {
+                    id: clock.clone(),
+                    now_ms: 0,
+                },
+                "pause",
+            ),
+            (
+                Command::Resume {
+                    id: clock.clone(),
+                    now_ms: 0,
+                },
+                "resume",
+            ),
+            (
+                Command::Tick {
+                    id: clock.clone(),
+                    now_ms: 0,
+                },
+                "tick",
+            ),
+            (intent(0, 0), "intend"),
+            (Command::Confirm { ticks: Vec::new() }, "confirm"),
+            (
+                Command::Pop {
+                    queue: queue.clone(),
+                    now_ms: 0,
+                    request: "r".to_owned(),
+                },
+                "pop",
+            ),
+            (
+                Command::Touch {
+                    queues: vec![queue],
+                    now_ms: 0,
+                },
+                "touch",
+            ),
+            (
+                Command::Purge {
+                    clocks: vec![clock],
+                },
+                "purge",
+            ),
+            (restore(RegistrySnapshot::default(), 0), "restore"),
+            (Command::Batch(Vec::new()), "batch"),
+        ];
+        for (command, kind) in cases {
+            assert_eq!(command.kind(), kind, "{command:?}");
+        }
     }
 }
