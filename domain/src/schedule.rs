@@ -446,6 +446,13 @@ mod tests {
             schedule.as_ref().and_then(|s| s.next_instant_after(ms))
         };
         assert!(next(&every_year, LAST_ALIGNED_INPUT_MS).is_some());
+        // The guarantee reaches beyond the last instant a tick message can state in RFC 3339.
+        let last_rfc3339_ms = chrono::DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999Z")
+            .map(|instant| instant.timestamp_millis())
+            .ok()
+            .and_then(|millis| u64::try_from(millis).ok());
+        assert_eq!(last_rfc3339_ms, Some(253_402_300_799_999));
+        assert!(last_rfc3339_ms.is_some_and(|millis| millis < LAST_ALIGNED_INPUT_MS));
         assert_eq!(next(&every_second, u64::MAX), None);
         assert_eq!(next(&every_year, u64::MAX), None);
         assert_eq!(next(&every_year, u64::MAX - 1), None);
@@ -591,7 +598,11 @@ mod tests {
             let instants: Vec<u64> = schedule.instants_in(after, until).collect();
             let mut expected = Vec::new();
             let mut cursor = after;
-            while let Some(next) = schedule.next_instant_after(cursor).filter(|t| *t <= until) {
+            // Bounded: a `next_instant_after` that stops moving forward fails the assertions
+            // below instead of filling memory.
+            while expected.len() <= 4
+                && let Some(next) = schedule.next_instant_after(cursor).filter(|t| *t <= until)
+            {
                 expected.push(next);
                 cursor = next;
             }
