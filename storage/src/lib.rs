@@ -119,9 +119,16 @@ pub fn open(data_dir: &Path) -> Result<(LogStore, StateMachine, StateHandle), Op
 /// that holds it. RocksDB and the snapshot writer fsync the directories they write in, but not
 /// those directories' own entries: without this, a node that lost power in its first seconds
 /// could come back without the directory that held its vote and its log, and vote again.
+///
+/// New directories are the owner's alone (0700): a node's files hold every http queue id, which
+/// is the capability to pop that queue's ticks.
 pub fn create_durable_dir(dir: &Path) -> std::io::Result<()> {
     let missing: Vec<&Path> = dir.ancestors().take_while(|path| !path.exists()).collect();
-    std::fs::create_dir_all(dir)?;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
     for parent in missing.into_iter().rev().filter_map(Path::parent) {
         sync_dir(parent)?;
     }
@@ -187,6 +194,15 @@ mod tests {
         let dir = root.path().join("a").join("b").join("raft");
         create_durable_dir(&dir).expect("created");
         assert!(dir.is_dir());
+        #[cfg(unix)]
+        for created in [root.path().join("a"), dir.clone()] {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&created)
+                .expect("metadata")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", created.display());
+        }
         // Again: nothing to create, nothing fails.
         create_durable_dir(&dir).expect("already there");
     }

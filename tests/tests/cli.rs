@@ -235,6 +235,13 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
     let saved: Value = serde_json::from_slice(&std::fs::read(&file).expect("the backup file"))
         .expect("the backup is JSON");
     assert_eq!(saved["format"], "tickd-backup");
+    // It holds every http queue id (the capability to pop): nobody but its owner reads it.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&file)
+            .expect("the backup file")
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "the backup's mode is {mode:o}");
     tickd(&api, token, &["restore", "--in", &path_arg(&file)])
         .await
         .fails(

@@ -76,8 +76,15 @@ fn write_atomically(path: &Path, document: &Value) -> std::io::Result<()> {
         .map(|name| name.to_string_lossy().into_owned())
         .ok_or_else(|| std::io::Error::other("the path names no file"))?;
     let temporary = path.with_file_name(format!(".{file_name}.partial"));
-    let mut file = std::fs::File::create(&temporary)?;
+    // The backup holds every http queue id, the capability to pop its ticks: the owner's alone.
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&temporary)?;
     file.write_all(&bytes)?;
     file.sync_all()?;
-    std::fs::rename(&temporary, path)
+    std::fs::rename(&temporary, path)?;
+    // The rename is durable only once the directory is.
+    tickd_storage::sync_dir(path.parent().unwrap_or(Path::new("")))
 }
