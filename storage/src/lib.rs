@@ -212,4 +212,57 @@ mod tests {
         let parent = Path::new("token").parent().expect("a parent, empty");
         sync_dir(parent).expect("the current directory is synced");
     }
+
+    /// The value of `option` in each column family's section of the newest OPTIONS file that
+    /// RocksDB wrote in `db_dir`, by family name.
+    fn persisted_option(db_dir: &Path, option: &str) -> Vec<(String, String)> {
+        let number = |name: &str| name.strip_prefix("OPTIONS-")?.parse::<u64>().ok();
+        let newest = std::fs::read_dir(db_dir)
+            .expect("the database directory")
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter_map(|name| Some((number(&name)?, name)))
+            .max()
+            .map(|(_, name)| name)
+            .expect("an OPTIONS file");
+        let text = std::fs::read_to_string(db_dir.join(newest)).expect("readable");
+        let mut family = None;
+        let mut values = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                family = line
+                    .strip_prefix("[CFOptions \"")
+                    .and_then(|rest| rest.strip_suffix("\"]"))
+                    .map(str::to_owned);
+            } else if let (Some(family), Some(value)) = (
+                &family,
+                line.strip_prefix(option)
+                    .and_then(|rest| rest.strip_prefix('=')),
+            ) {
+                values.push((family.clone(), value.to_owned()));
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn each_column_family_keeps_4_mib_of_memtable_and_shares_a_4_mib_block_cache() {
+        let root = tempfile::tempdir().expect("temporary directory");
+        let path = root.path().join("raft");
+        let db = open_db(&path).expect("opened");
+        for name in [keys::LOG_CF, keys::META_CF] {
+            let family = db.cf_handle(name).expect("the column family");
+            let capacity = db
+                .property_int_value_cf(family, "rocksdb.block-cache-capacity")
+                .expect("readable");
+            assert_eq!(capacity, Some(4_194_304), "block cache of {name}");
+        }
+        // RocksDB's own `default` family holds nothing of tickd's.
+        let write_buffers: Vec<(String, String)> = persisted_option(&path, "write_buffer_size")
+            .into_iter()
+            .filter(|(family, _)| family != "default")
+            .collect();
+        let expected =
+            [keys::LOG_CF, keys::META_CF].map(|family| (family.to_owned(), "4194304".to_owned()));
+        assert_eq!(write_buffers, expected);
+    }
 }

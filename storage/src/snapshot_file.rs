@@ -301,6 +301,42 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_of_the_current_position_replaces_the_current_one() {
+        // Two snapshots of one log position: a rebuild with nothing applied in between, or the
+        // leader's snapshot of the position this node snapshotted itself. The later one is
+        // what the caller hands on, so it must become the current one.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let snapshots = SnapshotFile::new(dir.path().to_path_buf());
+        let first = snapshots
+            .write("built", &meta(6), &state(6))
+            .expect("written");
+        snapshots.commit(first).expect("committed");
+        let again = Meta {
+            snapshot_id: "snapshot-6-again".to_owned(),
+            ..meta(6)
+        };
+        let second = snapshots
+            .write("installed", &again, &state(6))
+            .expect("written");
+        let (committed, _file) = snapshots.commit(second).expect("committed");
+        assert_eq!(committed, again);
+        let (current, _file) = snapshots.open().expect("readable").expect("a snapshot");
+        assert_eq!(current, again);
+    }
+
+    #[test]
+    fn a_snapshot_that_cannot_be_opened_is_an_error_not_an_empty_state() {
+        // Only a missing snapshot means "start empty". Here the snapshot directory is a file,
+        // so opening `current` fails for another reason: starting empty would lose the state.
+        let root = tempfile::tempdir().expect("a temporary directory");
+        let not_a_dir = root.path().join("snapshot");
+        fs::write(&not_a_dir, b"").expect("a file");
+        let snapshots = SnapshotFile::new(not_a_dir);
+        let error = snapshots.load().expect_err("refused");
+        assert_eq!(error.kind(), io::ErrorKind::NotADirectory);
+    }
+
+    #[test]
     fn a_file_without_its_metadata_line_is_refused() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let snapshots = SnapshotFile::new(dir.path().to_path_buf());

@@ -241,3 +241,36 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+
+    #[test]
+    fn snapshot_ids_name_the_log_position_and_the_build() {
+        let position = LogId::new(CommittedLeaderId::new(3, 2), 41);
+        assert_eq!(snapshot_id(Some(position), 0xbeef), "3-2-41-beef");
+        assert_eq!(snapshot_id(None, 0xbeef), "empty-beef");
+        // Two builds at one position (nothing applied in between) are two snapshots.
+        assert_ne!(
+            snapshot_id(Some(position), 1),
+            snapshot_id(Some(position), 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_handle_reads_what_the_state_machine_applied() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (_log, mut state_machine, handle) = crate::open(dir.path()).expect("opened");
+        let log_id = LogId::new(CommittedLeaderId::new(1, 1), 1);
+        let blank = Entry {
+            log_id,
+            payload: EntryPayload::Blank,
+        };
+        state_machine.apply([blank]).await.expect("applied");
+        assert_eq!(handle.read().last_applied, Some(log_id));
+        assert_eq!(state_machine.handle().read().last_applied, Some(log_id));
+    }
+}

@@ -107,3 +107,195 @@ pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: u64) {
 pub(crate) fn record_snapshot_size(bytes: u64) {
     gauge!(SNAPSHOT_SIZE).set(bytes as f64);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    use metrics::{
+        Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata,
+        Recorder, SharedString, with_local_recorder,
+    };
+
+    use super::*;
+
+    /// One metric as the code under test left it: a counter's total or a gauge's value, and
+    /// for a histogram its samples.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    struct Reading {
+        value: f64,
+        samples: Vec<f64>,
+    }
+
+    /// A recorder that keeps every metric registered on this thread, by `name{label=value}`.
+    #[derive(Clone, Default)]
+    struct Recorded(Arc<Mutex<BTreeMap<String, Reading>>>);
+
+    /// The handle of one metric: its key in the readings.
+    struct Handle {
+        key: String,
+        readings: Recorded,
+    }
+
+    impl Recorded {
+        /// Every metric registered so far and its reading.
+        fn readings(&self) -> BTreeMap<String, Reading> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        }
+
+        /// The reading of the metric with this key, if it was registered.
+        fn get(&self, key: &str) -> Option<Reading> {
+            self.readings().get(key).cloned()
+        }
+
+        fn update(&self, key: &str, change: impl FnOnce(&mut Reading)) {
+            let mut readings = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            change(readings.entry(key.to_owned()).or_default());
+        }
+
+        fn handle(&self, key: &Key) -> Arc<Handle> {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            let key = if labels.is_empty() {
+                key.name().to_owned()
+            } else {
+                format!("{}{{{}}}", key.name(), labels.join(","))
+            };
+            self.update(&key, |_| {});
+            Arc::new(Handle {
+                key,
+                readings: self.clone(),
+            })
+        }
+    }
+
+    impl Recorder for Recorded {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(self.handle(key))
+        }
+
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(self.handle(key))
+        }
+
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(self.handle(key))
+        }
+    }
+
+    impl CounterFn for Handle {
+        fn increment(&self, value: u64) {
+            self.readings
+                .update(&self.key, |reading| reading.value += value as f64);
+        }
+
+        fn absolute(&self, value: u64) {
+            self.readings.update(&self.key, |reading| {
+                reading.value = reading.value.max(value as f64);
+            });
+        }
+    }
+
+    impl GaugeFn for Handle {
+        fn increment(&self, value: f64) {
+            self.readings
+                .update(&self.key, |reading| reading.value += value);
+        }
+
+        fn decrement(&self, value: f64) {
+            self.readings
+                .update(&self.key, |reading| reading.value -= value);
+        }
+
+        fn set(&self, value: f64) {
+            self.readings
+                .update(&self.key, |reading| reading.value = value);
+        }
+    }
+
+    impl HistogramFn for Handle {
+        fn record(&self, value: f64) {
+            self.readings
+                .update(&self.key, |reading| reading.samples.push(value));
+        }
+    }
+
+    fn value(value: f64) -> Reading {
+        Reading {
+            value,
+            samples: Vec::new(),
+        }
+    }
+
+    fn samples(samples: &[f64]) -> Reading {
+        Reading {
+            value: 0.0,
+            samples: samples.to_vec(),
+        }
+    }
+
+    #[test]
+    fn describe_exports_every_metric_at_zero() {
+        let recorded = Recorded::default();
+        with_local_recorder(&recorded, describe);
+        let expected: BTreeMap<String, Reading> = [
+            (APPEND_DURATION.to_owned(), samples(&[])),
+            (FSYNC_DURATION.to_owned(), samples(&[])),
+            (COMMIT_INDEX.to_owned(), value(0.0)),
+            (SNAPSHOT_SIZE.to_owned(), value(0.0)),
+            (format!("{SNAPSHOTS}{{origin=built}}"), value(0.0)),
+            (format!("{SNAPSHOTS}{{origin=installed}}"), value(0.0)),
+        ]
+        .into();
+        assert_eq!(recorded.readings(), expected);
+    }
+
+    #[test]
+    fn snapshots_are_counted_by_origin_and_the_latest_size_is_kept() {
+        let recorded = Recorded::default();
+        with_local_recorder(&recorded, || {
+            record_snapshot(SnapshotOrigin::Built, 100);
+            record_snapshot(SnapshotOrigin::Installed, 250);
+            record_snapshot(SnapshotOrigin::Built, 300);
+        });
+        assert_eq!(
+            recorded.get(&format!("{SNAPSHOTS}{{origin=built}}")),
+            Some(value(2.0))
+        );
+        assert_eq!(
+            recorded.get(&format!("{SNAPSHOTS}{{origin=installed}}")),
+            Some(value(1.0))
+        );
+        assert_eq!(recorded.get(SNAPSHOT_SIZE), Some(value(300.0)));
+        // The snapshot found on disk at start-up sets the size without counting a snapshot.
+        with_local_recorder(&recorded, || record_snapshot_size(42));
+        assert_eq!(recorded.get(SNAPSHOT_SIZE), Some(value(42.0)));
+        assert_eq!(
+            recorded.get(&format!("{SNAPSHOTS}{{origin=built}}")),
+            Some(value(2.0))
+        );
+    }
+
+    #[test]
+    fn durations_are_recorded_in_seconds_and_the_commit_index_as_saved() {
+        let recorded = Recorded::default();
+        with_local_recorder(&recorded, || {
+            record_append(Duration::from_millis(1_500));
+            record_fsync(Duration::from_millis(250));
+            record_committed(17);
+        });
+        assert_eq!(recorded.get(APPEND_DURATION), Some(samples(&[1.5])));
+        assert_eq!(recorded.get(FSYNC_DURATION), Some(samples(&[0.25])));
+        assert_eq!(recorded.get(COMMIT_INDEX), Some(value(17.0)));
+    }
+}

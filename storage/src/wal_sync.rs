@@ -149,4 +149,21 @@ mod tests {
             "200 concurrent writers took {fsyncs} fsyncs"
         );
     }
+
+    #[tokio::test]
+    async fn a_writer_alone_gets_an_fsync_of_its_own() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = Arc::new(DB::open_default(dir.path()).expect("open RocksDB"));
+        let wal = WalSync::start(db.clone()).expect("start the sync thread");
+        assert_eq!(wal.fsyncs(), 0, "nothing to sync yet");
+        for index in 0..3u32 {
+            db.put(index.to_be_bytes(), b"v").expect("write");
+            wal.sync().await.expect("its write is durable");
+        }
+        assert_eq!(
+            wal.fsyncs(),
+            3,
+            "one after the other, the writes share nothing"
+        );
+    }
 }
