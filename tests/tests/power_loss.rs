@@ -24,6 +24,10 @@
 //! cargo build --bin tickd --bin tickd-powerloss
 //! TICKD_POWER_LOSS_RUNS=100 cargo test --workspace --test power_loss -- --nocapture
 //! ```
+//!
+//! `TICKD_POWER_LOSS_KINDS=All,Purge` narrows the long profile to those kinds. After a run that
+//! lost a write the long profile goes on with a fresh cluster (replicas may disagree from then
+//! on), and fails at the end with every loss listed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -326,10 +330,16 @@ async fn inject(
             let held = blocking(power, move |power| {
                 power.freeze(node, "write", "raft/*.log");
                 power.thaw(node);
-                power.wait_frozen(node, WAL_WAIT)
+                let held = power.wait_frozen(node, WAL_WAIT);
+                if held.is_none() {
+                    // Seen once, in a long run after an earlier violation: the node wrote no
+                    // log entry for the bound. Its power is cut anyway, and the round says so.
+                    power.unfreeze(node);
+                }
+                held
             })
             .await
-            .unwrap_or_else(|| panic!("no Raft-log write on node {node} after its snapshot"));
+            .unwrap_or_else(|| format!("nothing: no Raft-log write within {WAL_WAIT:?}"));
             (vec![node], Some(held))
         }
     };
@@ -399,6 +409,8 @@ async fn pop(power: &PowerCluster, node: NodeId, url: &str) -> Result<Vec<Value>
 struct Checked {
     registrations: u64,
     manual_ticks: u64,
+    /// Acknowledged registrations some node no longer lists.
+    lost: BTreeSet<String>,
 }
 
 /// After a fault: every node recovers (lists the clocks, which takes a leader and a caught-up
@@ -411,6 +423,7 @@ async fn check(
     rng: &mut Rng,
 ) -> (Vec<String>, Checked) {
     let mut violations = Vec::new();
+    let mut lost = BTreeSet::new();
     let acknowledged = lock(ledger).registered.clone();
     for node in power.node_ids() {
         let listed = match listed(power, node).await {
@@ -423,7 +436,10 @@ async fn check(
         let missing: Vec<String> = acknowledged
             .iter()
             .filter(|(id, _)| !listed.contains(*id))
-            .map(|(id, (name, round))| format!("{name} ({id}, acknowledged in round {round})"))
+            .map(|(id, (name, round))| {
+                lost.insert(id.clone());
+                format!("{name} ({id}, acknowledged in round {round})")
+            })
             .collect();
         if !missing.is_empty() {
             let shown = missing.len().min(MISSING_SHOWN);
@@ -482,6 +498,7 @@ async fn check(
     let checked = Checked {
         registrations: acknowledged.len() as u64 * power.node_ids().len() as u64,
         manual_ticks: ledger.manual_acked,
+        lost,
     };
     (violations, checked)
 }
@@ -528,6 +545,24 @@ fn scheduled_violations(ledger: &Ledger, registered_ms: u64) -> Vec<String> {
     violations
 }
 
+/// A fresh cluster on power-loss filesystems, with the manual and the scheduled clock.
+async fn start() -> (Arc<PowerCluster>, Arc<Fixture>, Arc<Mutex<Ledger>>) {
+    let builder = TestCluster::builder()
+        .snapshot_every(SNAPSHOT_EVERY)
+        .clock_ttl_ms(CLOCK_TTL_MS);
+    let power = Arc::new(PowerCluster::start(builder, 3).await);
+    let manual = register(&power, &unique_name("power-manual"), "@never").await;
+    let scheduled_registered_ms = unix_ms();
+    let scheduled = register(&power, &unique_name("power-scheduled"), SCHEDULED).await;
+    let fixture = Arc::new(Fixture {
+        manual_id: api::clock_id(&manual),
+        manual_pop: pop_url(&manual),
+        scheduled_pop: pop_url(&scheduled),
+        scheduled_registered_ms,
+    });
+    (power, fixture, Arc::new(Mutex::new(Ledger::default())))
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|value| {
         value
@@ -543,41 +578,93 @@ async fn power_loss_loses_no_acknowledged_write() {
     let seed = env_u64("TICKD_POWER_LOSS_SEED").unwrap_or_else(unix_ms);
     println!("power loss: seed {seed} (replay with TICKD_POWER_LOSS_SEED={seed})");
     let mut rng = Rng::new(seed);
+    // TICKD_POWER_LOSS_KINDS=All,Purge narrows the long profile to those kinds.
+    let kinds: Vec<Fault> = match std::env::var("TICKD_POWER_LOSS_KINDS") {
+        Ok(names) => names
+            .split(',')
+            .map(|name| {
+                *FAULTS
+                    .iter()
+                    .find(|fault| format!("{fault:?}") == name.trim())
+                    .unwrap_or_else(|| panic!("unknown kind {name:?}; kinds: {FAULTS:?}"))
+            })
+            .collect(),
+        Err(_) => FAULTS.to_vec(),
+    };
     let faults: Vec<Fault> = match runs {
         None => FAULTS.to_vec(),
-        Some(runs) => (0..runs).map(|_| *rng.pick(&FAULTS)).collect(),
+        Some(runs) => (0..runs).map(|_| *rng.pick(&kinds)).collect(),
     };
 
-    let builder = TestCluster::builder()
-        .snapshot_every(SNAPSHOT_EVERY)
-        .clock_ttl_ms(CLOCK_TTL_MS);
-    let power = Arc::new(PowerCluster::start(builder, 3).await);
-    let manual = register(&power, &unique_name("power-manual"), "@never").await;
-    let scheduled_registered_ms = unix_ms();
-    let scheduled = register(&power, &unique_name("power-scheduled"), SCHEDULED).await;
-    let fixture = Arc::new(Fixture {
-        manual_id: api::clock_id(&manual),
-        manual_pop: pop_url(&manual),
-        scheduled_pop: pop_url(&scheduled),
-        scheduled_registered_ms,
-    });
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let (mut power, mut fixture, mut ledger) = start().await;
+    let mut clusters = 1u64;
+    // Acknowledged registrations and manual ticks of the clusters already replaced.
+    let mut acknowledged = (0u64, 0u64);
 
     let mut by_kind: BTreeMap<Fault, u64> = BTreeMap::new();
     let mut checked = Checked::default();
+    // The long profile goes on after a violation, on a fresh cluster, to count how often each
+    // kind of power loss loses what.
+    let mut failed: Vec<String> = Vec::new();
     for (round, &fault) in faults.iter().enumerate() {
         let report = inject(&power, &fixture, &ledger, fault, round, &mut rng).await;
         println!("round {round}: {report}");
         let (violations, counts) = check(&power, &fixture, &ledger, &mut rng).await;
-        assert!(
-            violations.is_empty(),
-            "after round {round} ({report}), seed {seed}:\n{}",
-            violations.join("\n")
-        );
         *by_kind.entry(fault).or_default() += 1;
         checked.registrations += counts.registrations;
         checked.manual_ticks = counts.manual_ticks;
+        if violations.is_empty() {
+            continue;
+        }
+        let failure = format!(
+            "after round {round} ({report}), seed {seed}:\n{}",
+            violations.join("\n")
+        );
+        assert!(runs.is_some(), "{failure}");
+        println!("VIOLATION {failure}");
+        failed.push(format!(
+            "round {round} ({fault:?}): {} registrations lost",
+            counts.lost.len()
+        ));
+        checked.lost.extend(counts.lost);
+        {
+            let ledger = lock(&ledger);
+            acknowledged.0 += ledger.registered.len() as u64;
+            acknowledged.1 += ledger.manual_acked;
+        }
+        // Replicas may disagree from here on, and later rounds would count the consequences
+        // of this loss, not new ones: the run goes on with a fresh cluster.
+        drop(fixture);
+        drop(ledger);
+        match Arc::try_unwrap(power) {
+            Ok(power) => drop(power),
+            Err(_) => panic!("the writers still hold the cluster"),
+        }
+        (power, fixture, ledger) = start().await;
+        clusters += 1;
     }
+    if !failed.is_empty() {
+        let ledger = lock(&ledger);
+        println!(
+            "power loss: {} runs ({by_kind:?}) on {clusters} clusters, {} acknowledged \
+             registrations and {} acknowledged manual ticks checked, lost {} registrations, \
+             in {:.0?}",
+            faults.len(),
+            acknowledged.0 + ledger.registered.len() as u64,
+            acknowledged.1 + ledger.manual_acked,
+            checked.lost.len(),
+            started.elapsed()
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} power losses lost acknowledged writes ({} registrations in all, {clusters} \
+         clusters), seed {seed}:\n{}",
+        failed.len(),
+        faults.len(),
+        checked.lost.len(),
+        failed.join("\n")
+    );
 
     // The cluster still takes writes, and ticking went on through everything.
     register(&power, &unique_name("power-after"), "@never").await;
