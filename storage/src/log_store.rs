@@ -157,8 +157,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
+    /// The saved vote, but never as *committed*. openraft 0.9 restores a node whose vote is
+    /// committed for itself as leader at start-up, without an election (`Engine::startup`),
+    /// and that is unsafe after a power loss of every node: an entry is committed once a
+    /// quorum has it on disk, two followers are a quorum, so the leader can have acknowledged a
+    /// write its own fsync had not yet covered. Restored as leader, it would write new entries
+    /// at that index on every node, and the acknowledged write would be gone
+    /// (tests/tests/power_loss.rs found it; docs/RELIABILITY.md, "Power loss"). Read as not
+    /// committed — plain Raft's `currentTerm` and `votedFor` — the vote still refuses every other
+    /// candidate of its term, and the node must win an election to lead, which a node missing
+    /// committed entries cannot.
     async fn read_vote(&mut self) -> StoreResult<Option<Vote<NodeId>>> {
-        Ok(self.meta(VOTE)?)
+        let vote: Option<Vote<NodeId>> = self.meta(VOTE)?;
+        Ok(vote.map(|vote| Vote {
+            committed: false,
+            ..vote
+        }))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StoreResult<()> {
@@ -218,5 +232,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .write(batch)
             .map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::storage::RaftLogStorage;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_restarted_node_reads_its_vote_back_uncommitted_so_it_must_win_an_election() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        {
+            let (mut log, _state_machine, _handle) = crate::open(dir.path()).expect("open");
+            log.save_vote(&Vote::new_committed(3, 2))
+                .await
+                .expect("saved");
+        }
+        let (mut log, _state_machine, _handle) = crate::open(dir.path()).expect("reopen");
+        let vote = log.read_vote().await.expect("read").expect("a vote");
+        assert_eq!(
+            vote,
+            Vote::new(3, 2),
+            "same term and candidate, not committed"
+        );
+        assert!(!vote.is_committed());
     }
 }
