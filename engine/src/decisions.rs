@@ -459,14 +459,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_tick_in_flight_is_not_published_twice() {
+    /// A leader whose one clock's first tick is due at the returned instant and was handed
+    /// to the broker then.
+    fn one_tick_in_flight() -> (Registry, Decisions, Now, Vec<Outgoing>) {
         let now = start();
         let registry = one_ticking_clock(now);
         let instant = now.after(Duration::from_secs(1));
         let mut decisions = leading(&registry, instant);
         let outgoing = decisions.due(instant, &registry);
         decisions.accepted(&outgoing);
+        (registry, decisions, instant, outgoing)
+    }
+
+    #[test]
+    fn a_tick_in_flight_is_not_published_twice() {
+        let (registry, mut decisions, instant, _) = one_tick_in_flight();
         assert!(decisions.due(instant, &registry).is_empty());
         // The next wake is for the next tick, not the one in flight (capped by the idle wake).
         assert_eq!(
@@ -477,12 +484,7 @@ mod tests {
 
     #[test]
     fn a_tick_the_broker_did_not_confirm_is_published_again() {
-        let now = start();
-        let registry = one_ticking_clock(now);
-        let instant = now.after(Duration::from_secs(1));
-        let mut decisions = leading(&registry, instant);
-        let outgoing = decisions.due(instant, &registry);
-        decisions.accepted(&outgoing);
+        let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
         let key = outgoing[0].key.clone();
         assert!(decisions.settle(key.clone(), Settled::Failed("nack".into())));
         assert_eq!(keys(&decisions.due(instant, &registry)), vec![key]);
