@@ -28,11 +28,11 @@
 //!
 //! # What is not, and why
 //!
-//! * **Directory creation and removal** are durable at once. tickd creates its data directories
-//!   (`raft/`, `snapshot/`) once, at first start, and neither it nor RocksDB fsyncs their parent;
-//!   rolling them back would wipe a node's whole disk at every power loss, whereas a real
-//!   journaling filesystem commits them within seconds. That gap in tickd (a power loss in the
-//!   first seconds of a node's life) is real but is not what these tests are for.
+//! * **Directory creation and removal** are durable at once. When this crate was written tickd
+//!   created its data directories (`raft/`, `snapshot/`) without fsyncing their parent, so
+//!   rolling a `mkdir` back would have wiped a node's whole disk at every power loss, whereas a
+//!   real journaling filesystem commits it within seconds. tickd now fsyncs those parents;
+//!   modelling directory creation is the next step, not taken yet.
 //! * **Torn writes and reordering inside a file.** A power loss keeps a file's state at its last
 //!   fsync exactly: no partly written sector, no later write that survives while an earlier one
 //!   is lost. Both are possible on real disks; RocksDB's WAL checksums are meant to cope with
