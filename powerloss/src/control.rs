@@ -127,10 +127,9 @@ pub fn serve(
 }
 
 fn converse(stream: UnixStream, disk: &Disk, unmounter: &Mutex<SessionUnmounter>) {
-    let Ok(writer) = stream.try_clone() else {
+    let Ok(mut writer) = stream.try_clone() else {
         return;
     };
-    let mut writer = writer;
     let mut reader = BufReader::new(stream.take(u64::MAX));
     loop {
         let mut line = String::new();
