@@ -161,6 +161,17 @@ impl PowerLossFs {
             .map_err(|error| errno(&error))
     }
 
+    /// The attributes of inode `ino` read through one of its open handles. A file replaced or
+    /// removed while open keeps its data and attributes until the last handle closes (POSIX),
+    /// but once its removal is durable its graveyard name is gone: `fstat` on such a handle
+    /// (a snapshot being sent while a newer one replaced it) must still answer.
+    fn open_metadata(&self, ino: u64) -> Option<Metadata> {
+        self.handles
+            .values()
+            .filter_map(|file| file.metadata().ok())
+            .find(|meta| meta.ino() == ino)
+    }
+
     /// Sets the length of `file` (inode `ino` at `path`), keeping the change undoable.
     fn set_len(state: &mut State, ino: u64, path: &Path, file: &File, len: u64) -> io::Result<()> {
         state
@@ -488,6 +499,7 @@ impl Filesystem for PowerLossFs {
         let path = Self::path_of(&self.disk.lock(), ino);
         match path
             .and_then(|path| fs::symlink_metadata(self.full(&path)).map_err(|error| errno(&error)))
+            .or_else(|error| self.open_metadata(ino).ok_or(error))
         {
             Ok(meta) => reply.attr(&TTL, &attr(ino, &meta)),
             Err(error) => reply.error(error),

@@ -4,7 +4,7 @@
 //! filesystem to lose power on has tested nothing.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -223,6 +223,28 @@ fn names_are_lost_until_their_directory_is_fsynced() {
         .map(|entry| entry.expect("an entry").file_name())
         .collect();
     assert_eq!(listed, ["snapshot"], "the graveyard stays hidden");
+}
+
+#[test]
+fn a_file_replaced_while_open_still_answers_through_its_handle() {
+    // A node sends its snapshot to a follower from an open handle while a newer snapshot is
+    // renamed over it and the directory fsynced. POSIX keeps the old file, data and
+    // attributes, until its last handle closes; seeking to its end asks for its size.
+    let fs = Mounted::start();
+    fs::write(fs.path("current"), b"old snapshot").expect("write");
+    let mut old = File::open(fs.path("current")).expect("open the current file");
+    fs::write(fs.path("new.tmp"), b"new").expect("write");
+    fs::rename(fs.path("new.tmp"), fs.path("current")).expect("rename over it");
+    fs.sync_dir("");
+
+    let meta = old.metadata().expect("fstat of the replaced file");
+    assert_eq!(meta.len(), 12);
+    assert_eq!(old.seek(SeekFrom::End(0)).expect("seek to its end"), 12);
+    let mut data = Vec::new();
+    old.seek(SeekFrom::Start(0)).expect("seek to its start");
+    old.read_to_end(&mut data).expect("read the replaced file");
+    assert_eq!(data, b"old snapshot");
+    assert_eq!(fs::read(fs.path("current")).expect("read"), b"new");
 }
 
 #[test]
