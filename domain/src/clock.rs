@@ -78,6 +78,88 @@ impl fmt::Display for QueueId {
     }
 }
 
+/// The most bytes a clock id or queue id may have. The ids tickd draws are 32 hex digits
+/// (`api/src/ids.rs`); the bound keeps ids short in URLs, tick ids and log lines.
+pub const MAX_ID_BYTES: usize = 64;
+
+/// The fewest bytes a queue id may have: a queue id is the capability of the unauthenticated
+/// pop route, and 32 hex digits are the 128 random bits that make it unguessable.
+pub const MIN_QUEUE_ID_BYTES: usize = 32;
+
+/// Why a string is not a valid clock or queue id.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// Too short or too long.
+    #[error("invalid {what} {id}: it is {len} bytes long; a {what} must be {min} to {max} bytes")]
+    Length {
+        /// `clock id` or `queue id`.
+        what: &'static str,
+        /// The offending id.
+        id: Excerpt,
+        /// Its length in bytes.
+        len: usize,
+        /// The fewest bytes allowed.
+        min: usize,
+        /// The most bytes allowed.
+        max: usize,
+    },
+    /// A character that is not URL-safe (`/`, `.`, `%`, a space, …).
+    #[error(
+        "invalid {what} {id}: it contains {found:?}; an id is ASCII letters, digits, '-' and \
+         '_' only, because it is a path segment of the API's URLs"
+    )]
+    Character {
+        /// `clock id` or `queue id`.
+        what: &'static str,
+        /// The offending id.
+        id: Excerpt,
+        /// The first character that is not allowed.
+        found: char,
+    },
+}
+
+/// Checks an id's length and alphabet; shared by clock and queue ids.
+fn validate_id(what: &'static str, id: &str, min: usize) -> Result<(), IdError> {
+    let len = id.len();
+    if !(min..=MAX_ID_BYTES).contains(&len) {
+        return Err(IdError::Length {
+            what,
+            id: Excerpt::of(id),
+            len,
+            min,
+            max: MAX_ID_BYTES,
+        });
+    }
+    match id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        Some(found) => Err(IdError::Character {
+            what,
+            id: Excerpt::of(id),
+            found,
+        }),
+        None => Ok(()),
+    }
+}
+
+impl ClockId {
+    /// Checks that the id is one a node could have drawn: 1 to [`MAX_ID_BYTES`] URL-safe
+    /// characters (ASCII letters, digits, `-`, `_`). Applied to ids that arrive from outside
+    /// (a restored backup), never needed for ids the API draws itself.
+    pub fn validate(&self) -> Result<(), IdError> {
+        validate_id("clock id", &self.0, 1)
+    }
+}
+
+impl QueueId {
+    /// Checks that the id is one a node could have drawn: [`MIN_QUEUE_ID_BYTES`] to
+    /// [`MAX_ID_BYTES`] URL-safe characters, so that it stays an unguessable capability.
+    pub fn validate(&self) -> Result<(), IdError> {
+        validate_id("queue id", &self.0, MIN_QUEUE_ID_BYTES)
+    }
+}
+
 /// Where a clock is in its lifecycle (SPEC §6); decides whether scheduled
 /// ticks fire and which action links the API shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -261,6 +343,31 @@ mod tests {
         let queue = QueueId::new("Q9-aZ_0".to_owned());
         assert_eq!(queue.as_str(), "Q9-aZ_0");
         assert_eq!(queue.to_string(), "Q9-aZ_0");
+    }
+
+    #[test]
+    fn ids_are_url_safe_and_queue_ids_unguessably_long() {
+        let drawn = "0123456789abcdef0123456789abcdef";
+        assert_eq!(ClockId::new(drawn.into()).validate(), Ok(()));
+        assert_eq!(QueueId::new(drawn.into()).validate(), Ok(()));
+        assert_eq!(ClockId::new("c-1_x".into()).validate(), Ok(()));
+        for bad in ["", "../etc", "a/b", "a b", "é", &"x".repeat(65)] {
+            let error = ClockId::new(bad.into()).validate().err();
+            assert!(error.is_some(), "clock id {bad:?} accepted");
+        }
+        let short = QueueId::new("1".into())
+            .validate()
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            short.as_deref(),
+            Some("invalid queue id \"1\": it is 1 bytes long; a queue id must be 32 to 64 bytes")
+        );
+        let dotted = ClockId::new(format!("{drawn}/../x")).validate().err();
+        assert!(
+            dotted.is_some_and(|e| e.to_string().contains("contains '/'")),
+            "a path in an id names the character"
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! - [`Clock`] and its parts ([`ClockId`], [`ClockStatus`], [`Channel`],
 //!   [`QueueId`]) are the resources the API shows; [`validate_name`] bounds
 //!   names so RabbitMQ queue names stay within 255 bytes.
-//! - [`Registry`] holds the clocks and applies [`Command`]s.
+//! - [`Registry`] holds the clocks and applies [`Command`]s; applying any command returns,
+//!   with bounded work and bounded state (see the bounds in the `ticks` module and
+//!   [`RegistrySnapshot::validate_for_restore`] for restored backups).
 //! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`.
 //!
 //! # Invariants
@@ -50,19 +52,23 @@ mod excerpt;
 mod filter;
 mod pair_index;
 mod registry;
+mod restore;
 mod schedule;
 mod ticks;
 
 pub use clock::{
-    Channel, Clock, ClockId, ClockStatus, MAX_NAME_BYTES, NameError, QueueId, StatusError,
-    validate_name,
+    Channel, Clock, ClockId, ClockStatus, IdError, MAX_ID_BYTES, MAX_NAME_BYTES,
+    MIN_QUEUE_ID_BYTES, NameError, QueueId, StatusError, validate_name,
 };
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
 pub use registry::{Command, Outcome, Registry, RegistrySnapshot, SnapshotError};
+pub use restore::RestoreError;
 pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
 pub use ticks::{
-    Cursor, Filed, Intent, Tick, TickCounters, TickId, TickLedger, TickMessage, rfc3339_millis,
+    Cursor, DEFAULT_QUEUE_LIMIT, Filed, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS,
+    MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick, TickCounters, TickId,
+    TickLedger, TickMessage, rfc3339_millis,
 };

@@ -7,6 +7,12 @@
 //! command. A refusal (unknown id, limit reached, invalid name) is a
 //! deterministic result, an [`Outcome`], never an error that could make
 //! replicas diverge.
+//!
+//! Whatever a command holds, applying it returns: arithmetic is checked or saturating, and
+//! every loop is bounded by the registry's size, the command's own size or the intent window
+//! (see the bounds in [`crate::ticks`]). A restored backup is validated like the
+//! registrations and actions that could have produced it
+//! ([`RegistrySnapshot::validate_for_restore`]) before it replaces anything.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -17,7 +23,10 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name}
 use crate::filter::ClockFilter;
 use crate::pair_index::PairIndex;
 use crate::schedule::Schedule;
-use crate::ticks::{Cursor, Destination, Filed, Intent, Tick, TickId, TickLedger};
+use crate::ticks::{
+    Cursor, Destination, Filed, Intent, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId,
+    TickLedger,
+};
 
 /// A change to the registry, proposed through Raft and applied on every node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,7 +315,12 @@ impl Registry {
                     if let Some(cursor) = self.ledger.cursors.get_mut(clock) {
                         cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
                     }
-                    Outcome::Popped(self.ledger.pop_due(&queue, now_ms, request))
+                    match self.clocks.get(clock) {
+                        Some(clock) => {
+                            Outcome::Popped(self.ledger.pop_due(clock, &queue, now_ms, request))
+                        }
+                        None => Outcome::NotFound,
+                    }
                 }
                 None => Outcome::NotFound,
             },
@@ -354,6 +368,13 @@ impl Registry {
         if u64::try_from(snapshot.clocks.len()).unwrap_or(u64::MAX) > max_clocks {
             return Outcome::LimitReached { max_clocks };
         }
+        // The API checks the same before proposing; apply checks again, because it must be
+        // safe whatever reaches the log.
+        if let Err(error) = snapshot.validate_for_restore(now_ms) {
+            return Outcome::Rejected {
+                reason: error.to_string(),
+            };
+        }
         let mut restored = match Registry::try_from(snapshot) {
             Ok(restored) => restored,
             Err(error) => {
@@ -375,6 +396,19 @@ impl Registry {
         for cursor in ledger.cursors.values_mut() {
             cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
         }
+        // The restoring cluster's queue limit applies, to the restored queues too; replay
+        // records of pops made on the backed-up cluster cannot be retried here.
+        ledger.queue_limit = self.ledger.queue_limit;
+        ledger.pop_replays.clear();
+        let limit = usize::try_from(ledger.queue_limit.max(1)).unwrap_or(usize::MAX);
+        let mut dropped = 0u64;
+        for queue in ledger.queues.values_mut() {
+            while queue.len() > limit {
+                queue.pop_front();
+                dropped = dropped.saturating_add(1);
+            }
+        }
+        ledger.counters.dropped = ledger.counters.dropped.saturating_add(dropped);
         let clocks = u64::try_from(restored.len()).unwrap_or(u64::MAX);
         *self = restored;
         Outcome::Restored { clocks }
@@ -416,6 +450,14 @@ impl Registry {
                 reason: format!("clock id {id} is already in use by another clock"),
             };
         }
+        if let Channel::Http { queue_id } = &channel
+            && self.by_queue.contains_key(queue_id)
+        {
+            // Likewise for queue ids: two clocks on one queue would pop each other's ticks.
+            return Outcome::Rejected {
+                reason: "the proposed queue id is already in use by another clock".into(),
+            };
+        }
         let clock = Clock {
             id,
             name,
@@ -434,19 +476,23 @@ impl Registry {
     /// Starts (or restarts) a clock's scheduled ticks after `now_ms`. Instants that the
     /// leader's intents already cover are filed at once, so the clock does not miss its
     /// first tick because the intent watermark was ahead of the registration.
+    ///
+    /// Only the last [`MAX_LOOKAHEAD_MS`] before the watermark can be covered (intents reach
+    /// no further ahead), so a command whose `now_ms` lies far behind the watermark files at
+    /// most that window's instants, not every instant since `now_ms`.
     fn start_ticking(&mut self, clock: &Clock, now_ms: u64) {
         let cursor = Cursor {
             ticks_from_ms: now_ms,
             last_activity_ms: now_ms,
         };
-        let covered: Vec<u64> = clock
-            .schedule
-            .instants_in(now_ms, self.ledger.intended_through_ms)
-            .collect();
+        let through = self.ledger.intended_through_ms;
+        let from = now_ms.max(through.saturating_sub(MAX_LOOKAHEAD_MS));
+        let covered: Vec<u64> = clock.schedule.instants_in(from, through).collect();
         self.ledger.cursors.insert(clock.id.clone(), cursor);
+        let limit = self.ledger.queue_limit;
         for instant in covered {
             let tick = scheduled_tick(clock, instant);
-            self.ledger.file(tick, destination(clock), u64::MAX);
+            self.ledger.file(tick, destination(clock), limit);
         }
     }
 
@@ -486,7 +532,14 @@ impl Registry {
             return Outcome::NotFound;
         };
         let sequence = self.ledger.manual_sequence;
-        self.ledger.manual_sequence += 1;
+        if sequence >= MAX_MANUAL_SEQUENCE {
+            return Outcome::Rejected {
+                reason: format!(
+                    "the cluster has filed its maximum of {MAX_MANUAL_SEQUENCE} manual ticks"
+                ),
+            };
+        }
+        self.ledger.manual_sequence = sequence.saturating_add(1);
         let tick = Tick {
             id: TickId::manual(&clock.id, sequence),
             clock: clock.id.clone(),
@@ -495,12 +548,18 @@ impl Registry {
             due_at_ms: now_ms,
             manual: true,
         };
-        self.ledger.file(tick, destination(&clock), u64::MAX);
+        // Manual ticks obey the http queue limit like scheduled ones: a queue over it drops its
+        // oldest tick, so a burst of manual ticks on a paused clock cannot grow it unbounded.
+        let limit = self.ledger.queue_limit;
+        self.ledger.file(tick, destination(&clock), limit);
         Outcome::Updated(clock)
     }
 
-    /// Files every scheduled tick of every active clock due up to the intent's end.
+    /// Files every scheduled tick of every active clock due up to the intent's end, within
+    /// the intent's bounds ([`Intent::bounded`]).
     fn intend(&mut self, intent: &Intent) -> Filed {
+        let intent = &intent.bounded();
+        self.ledger.queue_limit = intent.queue_limit;
         let mut filed = Filed::default();
         if intent.through_ms <= self.ledger.intended_through_ms {
             return filed;
@@ -515,25 +574,28 @@ impl Registry {
                 continue;
             };
             let (instants, coalesced) = self.ledger.due_instants(&clock.schedule, cursor, intent);
-            filed.coalesced += coalesced;
+            filed.coalesced = filed.coalesced.saturating_add(coalesced);
             due.extend(instants.into_iter().map(|instant| (clock, instant)));
         }
         for (clock, instant) in due {
-            filed.ticks += 1;
+            filed.ticks = filed.ticks.saturating_add(1);
             if instant < intent.now_ms {
-                filed.late += 1;
+                filed.late = filed.late.saturating_add(1);
             }
             let tick = scheduled_tick(clock, instant);
-            filed.dropped += self
+            let dropped = self
                 .ledger
                 .file(tick, destination(clock), intent.queue_limit);
+            filed.dropped = filed.dropped.saturating_add(dropped);
         }
         self.ledger.intended_through_ms = intent.through_ms;
-        self.ledger.counters.late += filed.late;
-        self.ledger.counters.coalesced += filed.coalesced;
-        filed.coalesced += self
+        let counters = &mut self.ledger.counters;
+        counters.late = counters.late.saturating_add(filed.late);
+        counters.coalesced = counters.coalesced.saturating_add(filed.coalesced);
+        let coalesced = self
             .ledger
             .coalesce_outbox(intent.now_ms.saturating_sub(intent.catch_up_ms));
+        filed.coalesced = filed.coalesced.saturating_add(coalesced);
         filed
     }
 
@@ -716,11 +778,17 @@ mod tests {
             schedule: schedule(literal),
             id: id(proposed_id),
             channel: Channel::Http {
-                queue_id: QueueId::new(format!("queue-{proposed_id}")),
+                queue_id: queue_for(proposed_id),
             },
             max_clocks,
             now_ms: 0,
         }
+    }
+
+    /// The queue id the tests' registrations propose for `proposed_id`: padded to the 32
+    /// bytes a drawn queue id has, so that backups of these registries restore.
+    fn queue_for(proposed_id: &str) -> QueueId {
+        QueueId::new(format!("queue-{proposed_id:_<26}"))
     }
 
     /// Applies a register command that must create a clock, and returns it.
@@ -745,7 +813,7 @@ mod tests {
         assert_eq!(
             clock.channel,
             Channel::Http {
-                queue_id: QueueId::new("queue-c1".to_owned())
+                queue_id: queue_for("c1")
             }
         );
         assert_eq!(registry.get(&id("c1")), Some(&clock));
@@ -1460,7 +1528,7 @@ mod tests {
         for clock in source.clocks() {
             assert_eq!(target.get(&clock.id), Some(clock));
         }
-        let queue = QueueId::new("queue-hc".to_owned());
+        let queue = queue_for("hc");
         assert_eq!(
             target.clock_of_queue(&queue).map(|c| c.id.clone()),
             Some(id("hc"))
@@ -1742,5 +1810,182 @@ mod tests {
         for (command, kind) in cases {
             assert_eq!(command.kind(), kind, "{command:?}");
         }
+    }
+
+    /// Restores `snapshot` into an empty registry at 10 000 ms and returns the refusal's
+    /// reason, failing the test if it was restored.
+    fn refusal(snapshot: RegistrySnapshot) -> String {
+        let mut target = Registry::new();
+        match target.apply(restore(snapshot.clone(), 10_000)) {
+            Outcome::Rejected { reason } => {
+                assert!(target.is_empty(), "a refused restore changes nothing");
+                let checked = snapshot.validate_for_restore(10_000).err();
+                assert_eq!(
+                    checked.map(|error| error.to_string()),
+                    Some(reason.clone()),
+                    "the API's check and apply agree"
+                );
+                reason
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn restore_refuses_watermarks_and_counters_no_cluster_reaches() {
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        snapshot.ledger.intended_through_ms = u64::MAX;
+        let reason = refusal(snapshot);
+        assert!(reason.starts_with("ledger.intended_through_ms is 18446744073709551615"));
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        snapshot.ledger.intended_through_ms = 10_000 + MAX_LOOKAHEAD_MS;
+        assert!(
+            snapshot.validate_for_restore(10_000).is_ok(),
+            "the look-ahead itself is allowed"
+        );
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        snapshot.ledger.manual_sequence = u64::MAX;
+        assert!(refusal(snapshot).starts_with("ledger.manual_sequence is 18446744073709551615"));
+    }
+
+    #[test]
+    fn restore_refuses_ids_names_and_channels_a_registration_would_not_produce() {
+        let mutate = |change: &dyn Fn(&mut Clock)| {
+            let mut snapshot: RegistrySnapshot = backed_up().into();
+            if let Some(clock) = snapshot.clocks.iter_mut().find(|c| c.id == id("hc")) {
+                change(clock);
+            }
+            refusal(snapshot)
+        };
+        let short_queue = mutate(&|clock| {
+            clock.channel = Channel::Http {
+                queue_id: QueueId::new("1".into()),
+            }
+        });
+        assert!(
+            short_queue.starts_with("clock hc: channel.queue_id: invalid queue id \"1\""),
+            "{short_queue}"
+        );
+        let long_name = mutate(&|clock| clock.name = "n".repeat(5_000));
+        assert!(
+            long_name.starts_with("clock hc: invalid clock name: it is 5000 bytes long"),
+            "{long_name}"
+        );
+        let path = mutate(&|clock| clock.id = id("../../etc"));
+        assert!(
+            path.starts_with("clock #") && path.contains("contains '.'"),
+            "{path}"
+        );
+        let pending = mutate(&|clock| clock.status = ClockStatus::Pending);
+        assert!(pending.contains("PENDING"), "{pending}");
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        if let Some(clock) = snapshot.clocks.iter_mut().find(|c| c.id == id("ra")) {
+            clock.channel = Channel::Rabbit {
+                queue: "amq.direct".into(),
+            };
+        }
+        assert!(refusal(snapshot).contains("channel.queue"));
+    }
+
+    #[test]
+    fn restore_refuses_ticks_and_cursors_of_clocks_it_does_not_hold() {
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        snapshot.ledger.cursors.remove(&id("ra"));
+        assert!(refusal(snapshot).contains("ledger.cursors"));
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        if let Some(tick) = snapshot.ledger.outbox.values_mut().next() {
+            tick.id = TickId::scheduled(&id("ra"), 1);
+        }
+        assert!(refusal(snapshot).starts_with("ledger.outbox: tick"));
+        let mut snapshot: RegistrySnapshot = backed_up().into();
+        snapshot
+            .ledger
+            .queues
+            .insert(queue_for("nobody"), Default::default());
+        assert!(refusal(snapshot).starts_with("ledger.queues holds queue"));
+    }
+
+    #[test]
+    fn a_manual_tick_past_the_last_sequence_number_is_refused_not_an_overflow() {
+        for last in [MAX_MANUAL_SEQUENCE, u64::MAX] {
+            // A registry loaded from a Raft snapshot is not validated as a backup is: apply
+            // must stay safe with any counter.
+            let mut snapshot: RegistrySnapshot = backed_up().into();
+            snapshot.ledger.manual_sequence = last;
+            let mut registry = Registry::try_from(snapshot).unwrap_or_default();
+            let before = registry.clone();
+            let outcome = registry.apply(Command::Tick {
+                id: id("hc"),
+                now_ms: 5_000,
+            });
+            assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
+            assert_eq!(registry, before);
+        }
+    }
+
+    #[test]
+    fn manual_ticks_on_a_paused_http_clock_obey_the_queue_limit() {
+        let mut registry = Registry::new();
+        let clock = create(&mut registry, "h", "every.1.seconds", "hc");
+        registry.apply(Command::Pause {
+            id: clock.id.clone(),
+            now_ms: 0,
+        });
+        // Before any intent the default limit holds; after one, the configured limit.
+        for now_ms in 0..1_500 {
+            registry.apply(Command::Tick {
+                id: clock.id.clone(),
+                now_ms,
+            });
+        }
+        let queue = queue_for("hc");
+        let waiting = |registry: &Registry| registry.ledger().queues.get(&queue).map(|q| q.len());
+        let default = usize::try_from(crate::ticks::DEFAULT_QUEUE_LIMIT).unwrap_or(usize::MAX);
+        assert_eq!(waiting(&registry), Some(default));
+        registry.apply(intent_keeping_three(2_000, 2_000));
+        for now_ms in 2_000..22_000 {
+            registry.apply(Command::Tick {
+                id: clock.id.clone(),
+                now_ms,
+            });
+        }
+        assert_eq!(waiting(&registry), Some(3));
+        assert_eq!(registry.ledger().counters.dropped, 21_500 - 3);
+        match registry.apply(Command::Pop {
+            queue,
+            now_ms: 30_000,
+            request: "r".into(),
+        }) {
+            Outcome::Popped(ticks) => {
+                let ids: Vec<&str> = ticks.iter().map(|t| t.id.as_str()).collect();
+                assert_eq!(
+                    ids,
+                    ["hc-m21497", "hc-m21498", "hc-m21499"],
+                    "the newest stay"
+                );
+            }
+            other => panic!("expected a pop, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_registration_far_behind_a_wild_watermark_files_one_window_at_most() {
+        let mut registry = Registry::new();
+        // An intent stamped at the end of time moves the watermark there, but no further
+        // than its look-ahead.
+        registry.apply(Command::Intend(Intent {
+            through_ms: u64::MAX,
+            now_ms: u64::MAX - 1,
+            catch_up_ms: u64::MAX,
+            queue_limit: u64::MAX,
+        }));
+        assert_eq!(registry.ledger().intended_through_ms, u64::MAX);
+        registry.apply(rabbit("late", "every.1.seconds", "rl", 0));
+        let filed = registry.ledger().outbox.len();
+        let window = MAX_LOOKAHEAD_MS / 1_000;
+        assert!(
+            filed <= usize::try_from(window).unwrap_or(usize::MAX),
+            "{filed}"
+        );
     }
 }

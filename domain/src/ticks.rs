@@ -22,13 +22,54 @@
 //! burst. Both are counted. The same window bounds the outbox while the broker is away: every
 //! intent coalesces each clock's overdue outbox ticks into the newest, so at most
 //! catch-up / interval + 1 scheduled ticks per clock wait for the broker.
+//!
+//! # Bounds
+//!
+//! Applying a command never does more work, nor files more ticks, than the registry's size
+//! and the intent window allow, whatever the command holds (a leader's bug, a crafted backup):
+//!
+//! - An intent reaches at most [`MAX_LOOKAHEAD_MS`] past its own `now_ms`, and its catch-up
+//!   window is at most [`MAX_CATCH_UP_MS`]; so one intent files at most
+//!   (catch-up + look-ahead) / interval + 2 ticks per active clock.
+//! - An http queue keeps at most the queue limit of the latest intent (`http_queue_limit`,
+//!   [`DEFAULT_QUEUE_LIMIT`] before the first intent), manual ticks included: a queue over it
+//!   drops its oldest tick, counted as dropped.
+//! - A pop returns at most [`MAX_POP_TICKS`] ticks, the oldest; the rest wait for the next pop.
+//!   The pop's replay record keeps each returned tick's id, instant and kind, not the whole
+//!   tick (the clock's name and schedule are read from the clock again).
+//! - Manual tick sequence numbers stop at [`MAX_MANUAL_SEQUENCE`]: a manual tick beyond it is
+//!   refused, never an overflow.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{ClockId, QueueId};
+use crate::clock::{Clock, ClockId, QueueId};
 use crate::schedule::Schedule;
+
+/// The furthest past its own `now_ms` an intent reaches; a later `through_ms` is clamped to
+/// it. The leader intends 600 ms ahead (`engine::decisions::LOOKAHEAD`); the rest is margin
+/// for clock skew between the nodes. It also bounds a restored backup's watermark: a backup
+/// cannot have intended ticks further ahead than this of the restoring cluster's clock.
+pub const MAX_LOOKAHEAD_MS: u64 = 60_000;
+
+/// The longest catch-up window an intent uses; a larger `catch_up_ms` (the `catch_up_ms` of
+/// the cluster file) is clamped to it, so that one intent files at most an hour of missed
+/// ticks one by one per clock (3 600 for a one-second clock) and coalesces the rest.
+pub const MAX_CATCH_UP_MS: u64 = 60 * 60 * 1_000;
+
+/// The queue limit in force before the first intent tells the ledger the configured one
+/// (`http_queue_limit`, whose default is the same 1 000).
+pub const DEFAULT_QUEUE_LIMIT: u64 = 1_000;
+
+/// The most ticks one pop returns: the oldest due ones; the rest stay in the queue for the
+/// next pop. With the default queue limit a full queue drains in ten pops.
+pub const MAX_POP_TICKS: usize = 100;
+
+/// The highest manual tick sequence number: 2^53, the largest integer every JSON reader
+/// keeps exactly. A million manual ticks a second would take 285 years to reach it; a backup
+/// that claims more is refused, and a manual tick beyond it is refused, never an overflow.
+pub const MAX_MANUAL_SEQUENCE: u64 = 1 << 53;
 
 /// The deterministic identity of one tick: the clock and the instant for a scheduled tick,
 /// the clock and a sequence number for a manual one. Every delivery of a tick, by any leader,
@@ -155,8 +196,25 @@ pub struct Intent {
     pub now_ms: u64,
     /// Ticks more than this late are coalesced.
     pub catch_up_ms: u64,
-    /// The most ticks an http queue keeps; older ones are dropped.
+    /// The most ticks an http queue keeps; older ones are dropped. The ledger remembers it
+    /// for the manual ticks filed until the next intent.
     pub queue_limit: u64,
+}
+
+impl Intent {
+    /// The intent as applied: `through_ms` at most [`MAX_LOOKAHEAD_MS`] after `now_ms`, the
+    /// catch-up window at most [`MAX_CATCH_UP_MS`] and the queue limit at least 1, so that
+    /// applying it files a bounded number of ticks whatever the command holds.
+    pub fn bounded(&self) -> Intent {
+        Intent {
+            through_ms: self
+                .through_ms
+                .min(self.now_ms.saturating_add(MAX_LOOKAHEAD_MS)),
+            now_ms: self.now_ms,
+            catch_up_ms: self.catch_up_ms.min(MAX_CATCH_UP_MS),
+            queue_limit: self.queue_limit.max(1),
+        }
+    }
 }
 
 /// What applying an [`Intent`] filed, for the counters.
@@ -205,8 +263,44 @@ pub struct Cursor {
     pub last_activity_ms: u64,
 }
 
+/// What a pop's replay record keeps of each tick it returned: enough to rebuild the tick
+/// with its clock, no more (the clock's name and schedule are not copied).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoppedTick {
+    /// The tick's id.
+    pub id: TickId,
+    /// Its instant.
+    pub due_at_ms: u64,
+    /// Whether it was a manual tick.
+    pub manual: bool,
+}
+
+impl PoppedTick {
+    /// The tick as it was popped, rebuilt with its clock's name and schedule.
+    fn tick_of(&self, clock: &Clock) -> Tick {
+        Tick {
+            id: self.id.clone(),
+            clock: clock.id.clone(),
+            name: clock.name.clone(),
+            schedule: clock.schedule.clone(),
+            due_at_ms: self.due_at_ms,
+            manual: self.manual,
+        }
+    }
+}
+
+/// The last pop of an http queue, so that a retried pop gets the same ticks back (see
+/// `Command::Pop`): at most [`MAX_POP_TICKS`] of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PopReplay {
+    /// The pop's request id.
+    pub request: String,
+    /// The ticks it returned, oldest first.
+    pub ticks: Vec<PoppedTick>,
+}
+
 /// The replicated record of committed and undelivered ticks.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TickLedger {
     /// Every scheduled instant up to this one has been filed.
@@ -217,15 +311,35 @@ pub struct TickLedger {
     pub outbox: BTreeMap<(u64, TickId), Tick>,
     /// Ticks for http clocks, waiting to be popped.
     pub queues: BTreeMap<QueueId, VecDeque<Tick>>,
-    /// Per http queue, the last pop's request id and the ticks it returned, so that a retried
-    /// pop gets the same ticks back (see `Command::Pop`).
-    pub last_pops: BTreeMap<QueueId, (String, Vec<Tick>)>,
+    /// Per http queue, the last pop's request id and what it returned, so that a retried pop
+    /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
+    /// earlier versions, which a snapshot may still hold and which is ignored on load (a
+    /// retry that straddles the upgrade pops afresh).
+    pub pop_replays: BTreeMap<QueueId, PopReplay>,
     /// Per clock: when its ticks start and when it was last used.
     pub cursors: BTreeMap<ClockId, Cursor>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
     pub manual_sequence: u64,
     /// Totals.
     pub counters: TickCounters,
+    /// The queue limit of the latest intent (`http_queue_limit`): manual ticks filed between
+    /// two intents obey it too.
+    pub queue_limit: u64,
+}
+
+impl Default for TickLedger {
+    fn default() -> Self {
+        TickLedger {
+            intended_through_ms: 0,
+            outbox: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            pop_replays: BTreeMap::new(),
+            cursors: BTreeMap::new(),
+            manual_sequence: 0,
+            counters: TickCounters::default(),
+            queue_limit: DEFAULT_QUEUE_LIMIT,
+        }
+    }
 }
 
 /// Where a clock's ticks go, as the ledger needs to know it.
@@ -273,7 +387,7 @@ impl TickLedger {
 
     /// Files one tick; an http queue beyond `queue_limit` drops its oldest tick.
     pub fn file(&mut self, tick: Tick, destination: Destination<'_>, queue_limit: u64) -> u64 {
-        self.counters.filed += 1;
+        self.counters.filed = self.counters.filed.saturating_add(1);
         match destination {
             Destination::Outbox => {
                 self.outbox.insert((tick.due_at_ms, tick.id.clone()), tick);
@@ -283,36 +397,60 @@ impl TickLedger {
                 let queue = self.queues.entry(queue_id.clone()).or_default();
                 queue.push_back(tick);
                 let limit = usize::try_from(queue_limit.max(1)).unwrap_or(usize::MAX);
-                let mut dropped = 0;
+                let mut dropped = 0u64;
                 while queue.len() > limit {
                     queue.pop_front();
-                    dropped += 1;
+                    dropped = dropped.saturating_add(1);
                 }
-                self.counters.dropped += dropped;
+                self.counters.dropped = self.counters.dropped.saturating_add(dropped);
                 dropped
             }
         }
     }
 
-    /// Removes the ticks of `queue_id` that are due at `now_ms` and returns them, oldest
-    /// first. Ticks filed ahead of their instant stay. A pop with the same `request` as the
-    /// queue's last one is a retry: it gets the same ticks again and removes nothing.
-    pub fn pop_due(&mut self, queue_id: &QueueId, now_ms: u64, request: String) -> Vec<Tick> {
-        if let Some((last, ticks)) = self.last_pops.get(queue_id)
-            && *last == request
+    /// Removes the ticks of `clock`'s queue `queue_id` that are due at `now_ms` and returns
+    /// them, oldest first: at most [`MAX_POP_TICKS`]; the others stay for the next pop, as do
+    /// ticks filed ahead of their instant. A pop with the same `request` as the queue's last
+    /// one is a retry: it gets the same ticks again and removes nothing.
+    pub fn pop_due(
+        &mut self,
+        clock: &Clock,
+        queue_id: &QueueId,
+        now_ms: u64,
+        request: String,
+    ) -> Vec<Tick> {
+        if let Some(replay) = self.pop_replays.get(queue_id)
+            && replay.request == request
         {
-            return ticks.clone();
+            return replay
+                .ticks
+                .iter()
+                .map(|popped| popped.tick_of(clock))
+                .collect();
         }
         let Some(queue) = self.queues.get_mut(queue_id) else {
             return Vec::new();
         };
         let (due, later): (VecDeque<Tick>, VecDeque<Tick>) =
             queue.drain(..).partition(|tick| tick.due_at_ms <= now_ms);
-        *queue = later;
         let mut due: Vec<Tick> = due.into();
         due.sort_by_key(|tick| tick.due_at_ms);
-        self.last_pops
-            .insert(queue_id.clone(), (request, due.clone()));
+        // The oldest due ticks leave; the rest, all due before any of `later`, stay first in
+        // line, so the queue keeps its due order.
+        let waiting = due.split_off(due.len().min(MAX_POP_TICKS));
+        *queue = waiting.into_iter().chain(later).collect();
+        let replay = PopReplay {
+            request,
+            ticks: due
+                .iter()
+                .map(|tick| PoppedTick {
+                    id: tick.id.clone(),
+                    due_at_ms: tick.due_at_ms,
+                    manual: tick.manual,
+                })
+                .collect(),
+        };
+        self.pop_replays.insert(queue_id.clone(), replay);
         due
     }
 
@@ -351,7 +489,7 @@ impl TickLedger {
             self.outbox.remove(key);
         }
         let coalesced = u64::try_from(older.len()).unwrap_or(u64::MAX);
-        self.counters.coalesced += coalesced;
+        self.counters.coalesced = self.counters.coalesced.saturating_add(coalesced);
         coalesced
     }
 
@@ -366,7 +504,7 @@ impl TickLedger {
         }
         for queue in queues {
             self.queues.remove(queue);
-            self.last_pops.remove(queue);
+            self.pop_replays.remove(queue);
         }
         self.outbox.retain(|_, tick| !clocks.contains(&tick.clock));
     }
@@ -534,31 +672,116 @@ mod tests {
         assert_eq!(ledger.coalesce_outbox(10_000), 0, "idempotent");
     }
 
+    /// An http clock on queue `q`, for the pop tests.
+    fn http_clock() -> (Clock, QueueId) {
+        let queue = QueueId::new("q".into());
+        let clock = Clock {
+            id: ClockId::new("c".into()),
+            name: "n".into(),
+            schedule: schedule("every.1.seconds"),
+            status: crate::clock::ClockStatus::Active,
+            channel: crate::clock::Channel::Http {
+                queue_id: queue.clone(),
+            },
+        };
+        (clock, queue)
+    }
+
+    fn scheduled_at(clock: &Clock, at: u64) -> Tick {
+        Tick::scheduled(&clock.id, &clock.name, &clock.schedule, at)
+    }
+
     #[test]
     fn http_queues_are_bounded_and_pop_only_due_ticks() {
         let mut ledger = TickLedger::default();
-        let queue = QueueId::new("q".into());
-        let clock = ClockId::new("c".into());
+        let (clock, queue) = http_clock();
         for at in [1_000, 2_000, 3_000, 4_000, 5_000] {
-            let tick = Tick {
-                id: TickId::scheduled(&clock, at),
-                clock: clock.clone(),
-                name: "n".into(),
-                schedule: schedule("every.1.seconds"),
-                due_at_ms: at,
-                manual: false,
-            };
-            ledger.file(tick, Destination::Queue(&queue), 3);
+            ledger.file(scheduled_at(&clock, at), Destination::Queue(&queue), 3);
         }
         assert_eq!(ledger.counters.dropped, 2);
         assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
         let popped: Vec<u64> = ledger
-            .pop_due(&queue, 4_500, "p1".into())
+            .pop_due(&clock, &queue, 4_500, "p1".into())
             .iter()
             .map(|t| t.due_at_ms)
             .collect();
         assert_eq!(popped, vec![3_000, 4_000]);
         assert_eq!(ledger.next_due_in_queue(&queue), Some(5_000));
-        assert!(ledger.pop_due(&queue, 4_500, "p2".into()).is_empty());
+        assert!(
+            ledger
+                .pop_due(&clock, &queue, 4_500, "p2".into())
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_pop_returns_at_most_the_maximum_and_its_replay_keeps_only_ids() {
+        let mut ledger = TickLedger::default();
+        let (clock, queue) = http_clock();
+        let filed = MAX_POP_TICKS * 2 + 5;
+        for at in 1..=filed {
+            let at = u64::try_from(at).unwrap_or(u64::MAX) * 1_000;
+            ledger.file(scheduled_at(&clock, at), Destination::Queue(&queue), 10_000);
+        }
+        let later = scheduled_at(&clock, 1_000_000_000);
+        ledger.file(later.clone(), Destination::Queue(&queue), 10_000);
+        let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into());
+        assert_eq!(first.len(), MAX_POP_TICKS);
+        assert_eq!(
+            first.first().map(|t| t.due_at_ms),
+            Some(1_000),
+            "oldest first"
+        );
+        // A retry gets the same ticks back, rebuilt whole from the replay record.
+        assert_eq!(
+            ledger.pop_due(&clock, &queue, 999_999_999, "p1".into()),
+            first
+        );
+        let replay = ledger.pop_replays.get(&queue).map(|r| r.ticks.len());
+        assert_eq!(replay, Some(MAX_POP_TICKS));
+        let second = ledger.pop_due(&clock, &queue, 999_999_999, "p2".into());
+        assert_eq!(second.len(), MAX_POP_TICKS);
+        assert!(first.last().map(|t| t.due_at_ms) < second.first().map(|t| t.due_at_ms));
+        let third = ledger.pop_due(&clock, &queue, 999_999_999, "p3".into());
+        assert_eq!(third.len(), 5);
+        // The tick filed ahead of its instant stayed, in due order behind the others.
+        assert_eq!(ledger.queues.get(&queue).map(|q| q.len()), Some(1));
+        assert_eq!(ledger.next_due_in_queue(&queue), Some(later.due_at_ms));
+    }
+
+    #[test]
+    fn an_intent_is_bounded_to_its_window_whatever_it_holds() {
+        let wild = Intent {
+            through_ms: u64::MAX,
+            now_ms: 1_000,
+            catch_up_ms: u64::MAX,
+            queue_limit: 0,
+        };
+        assert_eq!(
+            wild.bounded(),
+            Intent {
+                through_ms: 1_000 + MAX_LOOKAHEAD_MS,
+                now_ms: 1_000,
+                catch_up_ms: MAX_CATCH_UP_MS,
+                queue_limit: 1,
+            }
+        );
+        let sane = intent(12_500, 12_000);
+        assert_eq!(sane.bounded(), sane, "a leader's intent is unchanged");
+    }
+
+    #[test]
+    fn a_snapshot_from_before_pop_replays_still_loads() -> Result<(), serde_json::Error> {
+        // Earlier versions kept the whole popped ticks under `last_pops`.
+        let old = serde_json::json!({
+            "intended_through_ms": 5,
+            "last_pops": {"q": ["r", []]},
+            "manual_sequence": 2,
+        });
+        let ledger: TickLedger = serde_json::from_value(old)?;
+        assert_eq!(ledger.intended_through_ms, 5);
+        assert!(ledger.pop_replays.is_empty());
+        assert_eq!(ledger.queue_limit, DEFAULT_QUEUE_LIMIT);
+        Ok(())
     }
 }
