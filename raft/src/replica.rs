@@ -7,7 +7,11 @@
 //!
 //! A read is made linearizable with a read index: the leader confirms it still leads with a
 //! quorum and names its commit index; this node waits until it has applied that index and then
-//! reads its own copy. Reads cost one round trip to the leader and no log write.
+//! reads its own copy. Reads cost one round trip to the leader and no log write, and
+//! concurrent reads on one node share that round trip ([`read_rounds`]): a burst of reads costs
+//! the leader at most two confirmations, never one per read.
+
+mod read_rounds;
 
 use std::time::Duration;
 
@@ -16,6 +20,7 @@ use tickd_domain::{Command, Outcome};
 use tokio::time::{Instant, sleep};
 use tracing::{Span, field};
 
+use self::read_rounds::ReadRounds;
 use crate::batching::{Batcher, Propose};
 use crate::membership::{self, CATCH_UP_TIMEOUT, Members, MembershipChange, MembershipError, Step};
 use crate::network::{
@@ -35,6 +40,15 @@ const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(400);
 /// commits, and an election's worth of retries when the leader changes meanwhile. It replaces
 /// the forwarding deadline, which is sized for one commit.
 const MEMBERSHIP_DEADLINE: Duration = CATCH_UP_TIMEOUT.saturating_add(Duration::from_secs(15));
+/// The least time between two starts of the read-index rounds of
+/// [`Replica::linearize_throttled`], the reads that are probably bogus (a pop of a queue this
+/// node has never heard of): a flood of them costs the leader at most ten confirmations a
+/// second from each node, and a genuine read of that kind (a queue registered a moment ago on
+/// another node) waits at most this much longer.
+pub const THROTTLED_READ_SPACING: Duration = Duration::from_millis(100);
+
+/// What one read-index round yields: the leader's commit index (`None` when the log is empty).
+type ReadIndex = Result<Option<u64>, ReplicaError>;
 
 /// Why a write or a linearizable read could not be served.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -63,6 +77,10 @@ pub struct Replica {
     state: StateHandle,
     /// Client writes queue here and are proposed in batches (see [`crate::batching`]).
     writes: Batcher,
+    /// The read-index rounds that concurrent linearizable reads share.
+    reads: ReadRounds<ReadIndex>,
+    /// The spaced rounds of [`Self::linearize_throttled`].
+    throttled_reads: ReadRounds<ReadIndex>,
 }
 
 /// How this node reaches the leader: itself when it leads, else the leader's internal routes.
@@ -108,6 +126,8 @@ impl Replica {
         };
         Self {
             writes: Batcher::spawn(route.clone()),
+            reads: read_index_rounds(&route, Duration::ZERO),
+            throttled_reads: read_index_rounds(&route, THROTTLED_READ_SPACING),
             route,
             state,
         }
@@ -154,15 +174,37 @@ impl Replica {
     }
 
     /// Returns once this node has applied every write acknowledged before the call.
+    ///
+    /// Concurrent calls share one leadership confirmation ([`read_rounds`]): each uses a
+    /// round that started after it was called.
     #[tracing::instrument(skip_all, fields(read_index = field::Empty))]
     pub async fn linearize(&self) -> Result<(), ReplicaError> {
+        self.linearize_in(&self.reads).await
+    }
+
+    /// [`Self::linearize`] for reads that are probably bogus: its shared rounds start at most
+    /// once per [`THROTTLED_READ_SPACING`], so a flood of such reads cannot keep the leader
+    /// confirming. The guarantee is the same; the read may wait up to the spacing longer.
+    #[tracing::instrument(skip_all, fields(read_index = field::Empty))]
+    pub async fn linearize_throttled(&self) -> Result<(), ReplicaError> {
+        self.linearize_in(&self.throttled_reads).await
+    }
+
+    async fn linearize_in(&self, rounds: &ReadRounds<ReadIndex>) -> Result<(), ReplicaError> {
         let route = &self.route;
-        let index =
-            with_retries(route.deadline, |remaining| route.try_read_index(remaining)).await?;
+        let index = rounds.confirm().await.unwrap_or_else(|| {
+            Err(ReplicaError::Stopped(
+                "the read-index round ended without a result".into(),
+            ))
+        })?;
         let Some(index) = index else {
             return Ok(());
         };
         Span::current().record("read_index", index);
+        let applied = self.state.read().last_applied.map(|log_id| log_id.index);
+        if applied.is_some_and(|applied| applied >= index) {
+            return Ok(());
+        }
         route
             .raft
             .wait(Some(route.deadline))
@@ -210,6 +252,15 @@ impl Propose for LeaderRoute {
         })
         .await
     }
+}
+
+/// Read-index rounds through `route`, each bounded by its forwarding deadline.
+fn read_index_rounds(route: &LeaderRoute, spacing: Duration) -> ReadRounds<ReadIndex> {
+    let route = route.clone();
+    ReadRounds::new(spacing, move || {
+        let route = route.clone();
+        async move { with_retries(route.deadline, |remaining| route.try_read_index(remaining)).await }
+    })
 }
 
 /// Runs `attempt` until it is done or `deadline` has passed, backing off between tries.
