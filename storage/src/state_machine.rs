@@ -122,6 +122,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: OptionalSend,
     {
         let mut state = self.state.write();
+        // Long polls wake only for the queues these entries change (see
+        // `tickd_raft::state::queue_changes`).
+        let observed = self.state.queue_changes().observe(&state.registry);
         let responses = entries
             .into_iter()
             .map(|entry| {
@@ -153,6 +156,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             })
             .collect();
+        let changed = observed.changed(&state.registry);
+        drop(state);
+        changed.notify();
         Ok(responses)
     }
 
@@ -224,6 +230,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
         .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
         *self.state.write() = state;
+        self.state.queue_changes().notify_all();
         telemetry::record_snapshot(SnapshotOrigin::Installed, bytes);
         tracing::info!(snapshot = %meta.snapshot_id, bytes, "snapshot installed");
         Ok(())
