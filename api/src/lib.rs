@@ -32,6 +32,7 @@ mod base_url;
 pub mod channels;
 pub mod error;
 mod ids;
+mod log_limit;
 pub mod openapi;
 pub mod polls;
 pub mod routes;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub queues: Option<Arc<dyn QueueDeclarer>>,
     /// Polls that found nothing, reported in batches.
     pub polls: PollTracker,
+    /// The cap on this node's concurrent long polls.
+    long_polls: polls::LongPolls,
     /// Pops whose answer this node could not give, replayed by the queue's next pop here.
     pops: unanswered_pops::UnansweredPops,
     /// Renders this node's metrics for `GET /metrics`.
@@ -93,6 +96,9 @@ pub struct ApiConfig {
     /// Whether `GET /metrics` needs the access token, like the API (the default), or is open
     /// to any scraper that can reach the API address.
     pub metrics_require_token: bool,
+    /// The most long polls (`?wait=N`) that may wait at once on this node; more are answered
+    /// at once (see [`polls::LongPolls`]).
+    pub max_long_polls: usize,
 }
 
 /// The router of a node's API address.
@@ -110,6 +116,7 @@ pub fn router(
         (metrics_routes(), OpenApiRouter::new())
     };
     let state = AppState {
+        long_polls: polls::LongPolls::new(config.max_long_polls),
         replica,
         config: Arc::new(config),
         queues,

@@ -35,6 +35,7 @@ struct ClusterFile {
     rabbit_uri: Option<String>,
     snapshot_every: Option<u64>,
     max_clocks: Option<u64>,
+    max_long_polls: Option<usize>,
     forward_deadline_ms: Option<u64>,
     clock_ttl_ms: Option<u64>,
     catch_up_ms: Option<u64>,
@@ -89,6 +90,8 @@ pub struct NodeConfig {
     pub snapshot_every: u64,
     /// Cap on clocks per cluster.
     pub max_clocks: u64,
+    /// Cap on this node's concurrent long polls; polls over it are answered at once.
+    pub max_long_polls: usize,
     /// How long a write may wait for a leader.
     pub forward_deadline: Duration,
     /// Whether `GET /metrics` needs the access token.
@@ -170,6 +173,7 @@ impl NodeConfig {
             rabbit_uri: None,
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
             max_clocks: DEFAULT_MAX_CLOCKS,
+            max_long_polls: tickd_api::polls::DEFAULT_MAX_LONG_POLLS,
             forward_deadline: DEFAULT_FORWARD_DEADLINE,
             metrics_require_token: true,
             engine: default_engine(),
@@ -297,6 +301,9 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
             .snapshot_every
             .unwrap_or(tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY),
         max_clocks: file.max_clocks.unwrap_or(DEFAULT_MAX_CLOCKS),
+        max_long_polls: file
+            .max_long_polls
+            .unwrap_or(tickd_api::polls::DEFAULT_MAX_LONG_POLLS),
         forward_deadline: file
             .forward_deadline_ms
             .map(Duration::from_millis)

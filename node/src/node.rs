@@ -132,6 +132,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         rabbit_uri,
         max_clocks: config.max_clocks,
         metrics_require_token: config.metrics_require_token,
+        max_long_polls: config.max_long_polls,
     };
     let polls = PollTracker::default();
     let render = telemetry::renderer(metrics.clone(), replica.state().clone());

@@ -6,18 +6,40 @@
 //! whose poller left before the answer, is replayed by the queue's next pop on this node
 //! ([`crate::unanswered_pops`]). `?wait=N` (N ≤ 30) holds the request until a
 //! tick is due or N seconds pass.
+//!
+//! # Cheap for what is not there
+//!
+//! An unauthenticated route must not let anyone make the cluster work. A pop of a queue this
+//! node has applied goes through one shared leadership confirmation ([`tickd_raft::Replica::linearize`],
+//! shared by every concurrent read on the node). A pop of a queue this node does not know is
+//! answered 404 from its applied state, without asking the leader, unless the queue might be
+//! new — a well-formed id, which this node may simply not have applied yet (a clock registered
+//! a moment ago through another node). Only then does the pop confirm, through the throttled
+//! rounds ([`tickd_raft::Replica::linearize_throttled`]): a flood of made-up ids costs the leader at most
+//! one confirmation per node per [`tickd_raft::replica::THROTTLED_READ_SPACING`].
+//!
+//! A long poll waits on its own queue's changes ([`tickd_raft::state::queue_changes`]), not on
+//! every Raft event, and at most `max_long_polls` wait at once on a node
+//! ([`crate::polls::LongPolls`]); a poll over that cap is answered at once, as without `wait`.
+//! Errors a pop can provoke are logged at most once per [`LOG_EVERY`], with a count.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use tickd_domain::{Command, Excerpt, Outcome, QueueId, TickMessage};
-use tickd_raft::wall_clock;
+use tickd_raft::{ReplicaError, wall_clock};
 use tokio::time::{Instant, sleep_until};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::log_limit::{LOG_EVERY, LogLimit};
 use crate::telemetry;
+
+/// Pops that no leader answered in time (503), logged at most once per [`LOG_EVERY`].
+static UNSERVED: LogLimit = LogLimit::new(LOG_EVERY);
+/// Pops whose write had an outcome a pop cannot have.
+static UNEXPECTED: LogLimit = LogLimit::new(LOG_EVERY);
 
 /// The longest `?wait` accepted, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 30;
@@ -53,20 +75,41 @@ pub async fn pop(
 ) -> Result<Json<Vec<TickMessage>>, ApiError> {
     let wait = wait_from(query.as_deref())?;
     let queue = QueueId::new(queue);
+    let known = app
+        .replica
+        .state()
+        .read()
+        .registry
+        .clock_of_queue(&queue)
+        .is_some();
+    if !known && !might_be_drawn(queue.as_str()) {
+        return Err(no_such_queue(&queue));
+    }
+    let linearized = if known {
+        app.replica.linearize().await
+    } else {
+        app.replica.linearize_throttled().await
+    };
+    linearized.map_err(unserved)?;
+    // Over the cap, the poll is answered at once, as without `wait`.
+    let held = if wait.is_zero() {
+        None
+    } else {
+        app.long_polls.try_hold()
+    };
+    let wait = if held.is_some() { wait } else { Duration::ZERO };
     let deadline = Instant::now() + wait;
-    app.replica.linearize().await?;
-    let mut applied = app.replica.raft().metrics();
+    // Watch before reading, so that a change between the read and the wait is not missed.
+    let mut changes = held
+        .as_ref()
+        .map(|_| app.replica.state().watch_queue(&queue));
     loop {
         let now = wall_clock::now_ms();
         let (due, next_due) = {
             let state = app.replica.state().read();
             let registry = &state.registry;
             if registry.clock_of_queue(&queue).is_none() {
-                return Err(ApiError::not_found(format!(
-                    "there is no queue {}: its clock may have been removed after going \
-                     unconsumed for the clock TTL; register the clock again",
-                    Excerpt::of(queue.as_str())
-                )));
+                return Err(no_such_queue(&queue));
             }
             let ledger = registry.ledger();
             (
@@ -83,7 +126,8 @@ pub async fn pop(
                     queue: queue.clone(),
                     now_ms: now,
                 })
-                .await?;
+                .await
+                .map_err(unserved)?;
             attempt.answered();
             match popped {
                 Outcome::Popped(ticks) if !ticks.is_empty() => {
@@ -94,7 +138,9 @@ pub async fn pop(
                 Outcome::Popped(_) => {}
                 Outcome::NotFound => continue,
                 other => {
-                    tracing::error!(?other, "a pop had an unexpected outcome");
+                    if let Some(suppressed) = UNEXPECTED.admit() {
+                        tracing::error!(?other, suppressed, "a pop had an unexpected outcome");
+                    }
                     return Err(ApiError::not_found("the queue disappeared during the poll"));
                 }
             }
@@ -107,11 +153,41 @@ pub async fn pop(
         let until_due =
             next_due.map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now)));
         let wake = until_due.map_or(deadline, |at| at.min(deadline));
-        tokio::select! {
-            _ = sleep_until(wake) => {}
-            _ = applied.changed() => {}
+        match changes.as_mut() {
+            Some(changes) => tokio::select! {
+                _ = sleep_until(wake) => {}
+                _ = changes.changed() => {}
+            },
+            None => sleep_until(wake).await,
         }
     }
+}
+
+/// The 404 of an unknown queue.
+fn no_such_queue(queue: &QueueId) -> ApiError {
+    ApiError::not_found(format!(
+        "there is no queue {}: its clock may have been removed after going unconsumed for \
+         the clock TTL; register the clock again",
+        Excerpt::of(queue.as_str())
+    ))
+}
+
+/// The 503 of a pop no leader answered in time, logged at most once per [`LOG_EVERY`].
+fn unserved(error: ReplicaError) -> ApiError {
+    if let Some(suppressed) = UNSERVED.admit() {
+        tracing::warn!(%error, suppressed, "a pop could not be served");
+    }
+    error.into()
+}
+
+/// Whether `id` could be a queue id a node drew: what `crate::ids::queue_id` draws (32 hex
+/// digits), or what a restored backup may hold (32 to 64 URL-safe characters). An id that
+/// could not be one is answered 404 without asking the leader, even by a node that lags.
+fn might_be_drawn(id: &str) -> bool {
+    (32..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
 }
 
 /// Parses `?wait=N` (seconds, 0..=30); other keys are ignored.
@@ -142,5 +218,22 @@ mod tests {
         for bad in ["wait=31", "wait=-1", "wait=1.5", "wait=", "wait=soon"] {
             assert!(wait_from(Some(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn only_ids_a_node_could_have_drawn_might_be_new() {
+        assert!(might_be_drawn("0123456789abcdef0123456789abcdef"));
+        assert!(might_be_drawn(&"Q-_9".repeat(16)));
+        for bogus in [
+            "",
+            "1",
+            "abc",
+            &"a".repeat(31),
+            &"a".repeat(65),
+            "../etc/passwd",
+        ] {
+            assert!(!might_be_drawn(bogus), "{bogus:?}");
+        }
+        assert!(!might_be_drawn("0123456789abcdef0123456789abcde/"));
     }
 }
