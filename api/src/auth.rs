@@ -6,29 +6,35 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
+use tickd_raft::secret::CredentialDigest;
 
 use crate::error::ApiError;
 
 /// The cluster's API token. `Debug` is redacted: the token must never reach a log line.
 #[derive(Clone)]
-pub struct AccessToken(String);
+pub struct AccessToken {
+    token: String,
+    digest: CredentialDigest,
+}
 
 impl AccessToken {
     /// Wraps the token in force.
     pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into())
+        let token = token.into();
+        let digest = CredentialDigest::of(token.as_bytes());
+        Self { token, digest }
     }
 
     /// The token itself, for the one place the compat contract puts it on the wire: the
     /// `Location` header of a registration.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.token
     }
 
-    /// Constant-time comparison: response timing reveals nothing of the token's bytes.
+    /// Compares digests in constant time: response timing reveals neither the token's bytes
+    /// nor its length.
     fn matches(&self, presented: &[u8]) -> bool {
-        self.0.as_bytes().ct_eq(presented).into()
+        self.digest.matches(presented)
     }
 
     /// Whether any credential the request presents is this token.

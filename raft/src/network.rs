@@ -37,6 +37,16 @@ pub const MEMBERSHIP_PATH: &str = "/internal/membership";
 /// Path on which every node describes itself.
 pub const STATUS_PATH: &str = "/internal/status";
 
+/// The largest answer read from a peer. An answer is at most as large as what one node
+/// legitimately sends another (a forwarded pop's ticks, a status), which is what a peer's
+/// request may carry ([`crate::rpc::MAX_RPC_BODY_BYTES`]); an answer past it is cut off and
+/// the call fails with [`TransportError::TooLarge`], so a hostile or broken listener at a
+/// peer's address cannot make this node allocate without bound.
+pub const MAX_ANSWER_BYTES: usize = crate::rpc::MAX_RPC_BODY_BYTES;
+
+/// The largest refusal message read from a peer; the rest of a longer one is dropped.
+const MAX_REFUSAL_BYTES: usize = 64 * 1024;
+
 /// How long a new connection to a peer may take before the peer counts as unreachable. Peers
 /// are on a local network; a slower connect means the peer is down or stopped.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -80,8 +90,39 @@ pub enum TransportError {
         /// The peer's address.
         addr: String,
         /// The decoding error.
-        source: reqwest::Error,
+        source: serde_json::Error,
     },
+    /// The peer's answer was larger than [`MAX_ANSWER_BYTES`]: no tickd node sends that, so
+    /// the address is not (or no longer) a working peer. Reading stopped at the limit.
+    #[error("peer {addr} sent an answer larger than {limit} bytes; reading stopped there")]
+    TooLarge {
+        /// The peer's address.
+        addr: String,
+        /// The limit that was exceeded.
+        limit: usize,
+    },
+}
+
+/// Reads `response`'s body a chunk at a time, and stops with `Ok(None)` as soon as it would
+/// exceed `limit` bytes (at once when the announced length already does).
+async fn read_limited(
+    response: &mut reqwest::Response,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    if response
+        .content_length()
+        .is_some_and(|announced| announced > limit as u64)
+    {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 /// The pooled HTTP client for all node-to-node calls.
@@ -167,7 +208,7 @@ impl PeerTransport {
                 TransportError::Unreachable { addr, source }
             }
         };
-        let response = request
+        let mut response = request
             .header(SECRET_HEADER, self.secret.expose())
             .timeout(timeout)
             .send()
@@ -175,22 +216,31 @@ impl PeerTransport {
             .map_err(unreachable)?;
         let status = response.status();
         if !status.is_success() {
-            let message = response.text().await.unwrap_or_default();
+            // A refusal's message is for a log line: its first bytes are enough.
+            let mut message = Vec::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                let room = MAX_REFUSAL_BYTES - message.len();
+                message.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if message.len() == MAX_REFUSAL_BYTES {
+                    break;
+                }
+            }
             return Err(TransportError::Refused {
                 addr: addr.to_string(),
                 status: status.as_u16(),
-                message,
+                message: String::from_utf8_lossy(&message).into_owned(),
             });
         }
-        response.json().await.map_err(|source| {
-            if source.is_timeout() {
-                unreachable(source)
-            } else {
-                TransportError::Garbled {
-                    addr: addr.to_string(),
-                    source,
-                }
-            }
+        let body = read_limited(&mut response, MAX_ANSWER_BYTES)
+            .await
+            .map_err(unreachable)?
+            .ok_or_else(|| TransportError::TooLarge {
+                addr: addr.to_string(),
+                limit: MAX_ANSWER_BYTES,
+            })?;
+        serde_json::from_slice(&body).map_err(|source| TransportError::Garbled {
+            addr: addr.to_string(),
+            source,
         })
     }
 }
@@ -246,7 +296,9 @@ impl PeerConnection {
             .await
             .map_err(|error| match &error {
                 // A dead or misconfigured peer: openraft should back off.
-                TransportError::Unreachable { .. } | TransportError::Refused { .. } => {
+                TransportError::Unreachable { .. }
+                | TransportError::Refused { .. }
+                | TransportError::TooLarge { .. } => {
                     RPCError::Unreachable(Unreachable::new(&error))
                 }
                 // A slow answer is retried with the next event, as openraft's own timeout is.
@@ -329,6 +381,50 @@ mod tests {
         let error = vote_to(&mut connection_to(addr)).await;
         silent.abort();
         assert!(matches!(error, RPCError::Network(_)), "{error:?}");
+    }
+
+    /// An answer past [`MAX_ANSWER_BYTES`] is cut off with a clear error, whether its length
+    /// is announced or it simply never ends.
+    #[tokio::test]
+    async fn an_oversized_answer_is_cut_off() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+        for announced in [true, false] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("a loopback port");
+            let addr = listener.local_addr().expect("its address").to_string();
+            let flood = tokio::spawn(async move {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let head = if announced {
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
+                        MAX_ANSWER_BYTES + 1
+                    )
+                } else {
+                    "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n".to_string()
+                };
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![b'['; 1 << 20];
+                while stream.write_all(&chunk).await.is_ok() {}
+            });
+            let transport = PeerTransport::new(ClusterSecret::new("s3cret"), BTreeMap::new())
+                .expect("an HTTP client");
+            let answer: Result<serde_json::Value, _> = transport
+                .get(&addr, STATUS_PATH, Duration::from_secs(30))
+                .await;
+            flood.abort();
+            assert!(
+                matches!(answer, Err(TransportError::TooLarge { limit, .. }) if limit == MAX_ANSWER_BYTES),
+                "announced={announced}: {answer:?}"
+            );
+        }
     }
 
     /// A refused connection means the peer is down: openraft backs off.
