@@ -2,12 +2,14 @@
 //! [`NodeConfig`] one process runs with.
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use tickd_raft::{NodeAddr, NodeId};
+
+use crate::listener::{self, ListenerLimits};
 
 /// Default API address of the embedded single node (SPEC §8).
 pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9643));
@@ -26,6 +28,12 @@ pub const DEFAULT_CATCH_UP: Duration = Duration::from_secs(60);
 /// Default bound of an http queue, in ticks.
 pub const DEFAULT_HTTP_QUEUE_LIMIT: u64 = 1_000;
 
+/// The API token of the sample `cluster.toml` in the repository: public, so refused when any
+/// address of the file is off loopback.
+const SHIPPED_TOKEN: &str = "ticktok-zY3wpR";
+/// The node-to-node secret of the sample `cluster.toml`: public, refused like the token.
+const SHIPPED_SECRET: &str = "change-me";
+
 /// `cluster.toml` as written by people and tools.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +49,14 @@ struct ClusterFile {
     catch_up_ms: Option<u64>,
     http_queue_limit: Option<u64>,
     metrics_require_token: Option<bool>,
+    header_read_timeout_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    body_timeout_ms: Option<u64>,
+    api_max_connections: Option<usize>,
+    api_max_connections_per_address: Option<usize>,
+    raft_max_connections: Option<usize>,
+    raft_max_connections_per_address: Option<usize>,
+    raft_reserved_connections: Option<usize>,
     #[serde(default)]
     node: Vec<NodeEntry>,
 }
@@ -96,6 +112,10 @@ pub struct NodeConfig {
     pub forward_deadline: Duration,
     /// Whether `GET /metrics` needs the access token.
     pub metrics_require_token: bool,
+    /// Timeouts and connection caps of the REST API listener.
+    pub api_limits: ListenerLimits,
+    /// Timeouts and connection caps of the Raft listener, with the members' reserve.
+    pub raft_limits: ListenerLimits,
     /// The tick engine's settings.
     pub engine: tickd_engine::EngineConfig,
 }
@@ -176,6 +196,18 @@ impl NodeConfig {
             max_long_polls: tickd_api::polls::DEFAULT_MAX_LONG_POLLS,
             forward_deadline: DEFAULT_FORWARD_DEADLINE,
             metrics_require_token: true,
+            api_limits: default_limits(
+                listener::DEFAULT_API_MAX_CONNECTIONS,
+                listener::DEFAULT_API_MAX_CONNECTIONS_PER_ADDRESS,
+                0,
+                HashSet::new(),
+            ),
+            raft_limits: default_limits(
+                listener::DEFAULT_RAFT_MAX_CONNECTIONS,
+                listener::DEFAULT_RAFT_MAX_CONNECTIONS_PER_ADDRESS,
+                listener::DEFAULT_RAFT_RESERVED_FOR_MEMBERS,
+                HashSet::from([raft.ip()]),
+            ),
             engine: default_engine(),
         }
     }
@@ -205,6 +237,152 @@ impl NodeConfig {
     }
 }
 
+/// The limits of a listener with the default timeouts.
+fn default_limits(
+    max_connections: usize,
+    max_connections_per_address: usize,
+    reserved_for_members: usize,
+    members: HashSet<IpAddr>,
+) -> ListenerLimits {
+    ListenerLimits {
+        header_read_timeout: listener::DEFAULT_HEADER_READ_TIMEOUT,
+        request_timeout: listener::DEFAULT_REQUEST_TIMEOUT,
+        body_timeout: listener::DEFAULT_BODY_TIMEOUT,
+        max_connections,
+        max_connections_per_address,
+        reserved_for_members,
+        members,
+    }
+}
+
+/// The two listeners' limits from the file, checked: every timeout and cap positive, the
+/// reserve below the Raft cap, and a request timeout that cannot cut a long poll.
+fn listener_limits(
+    file: &ClusterFile,
+    members: HashSet<IpAddr>,
+    forward_deadline: Duration,
+) -> Result<(ListenerLimits, ListenerLimits), Problem> {
+    let timeout = |key: &str, value: Option<u64>, default: Duration| match value {
+        Some(0) => Err(Problem::Invalid(format!(
+            "`{key}` is 0; set a positive number of milliseconds or remove it (default {})",
+            default.as_millis()
+        ))),
+        Some(ms) => Ok(Duration::from_millis(ms)),
+        None => Ok(default),
+    };
+    let cap = |key: &str, value: Option<usize>, default: usize| match value {
+        Some(0) => Err(Problem::Invalid(format!(
+            "`{key}` is 0, which would refuse every connection; set a positive number or \
+             remove it (default {default})"
+        ))),
+        Some(value) => Ok(value),
+        None => Ok(default),
+    };
+    let header_read_timeout = timeout(
+        "header_read_timeout_ms",
+        file.header_read_timeout_ms,
+        listener::DEFAULT_HEADER_READ_TIMEOUT,
+    )?;
+    let request_timeout = timeout(
+        "request_timeout_ms",
+        file.request_timeout_ms,
+        listener::DEFAULT_REQUEST_TIMEOUT,
+    )?;
+    let body_timeout = timeout(
+        "body_timeout_ms",
+        file.body_timeout_ms,
+        listener::DEFAULT_BODY_TIMEOUT,
+    )?;
+    // A long poll holds its request for up to the longest `?wait`, then forwards a pop to the
+    // leader within the forward deadline: a shorter request timeout would cut it.
+    let longest_poll =
+        Duration::from_secs(tickd_api::routes::queues::MAX_WAIT_SECONDS) + forward_deadline;
+    if request_timeout <= longest_poll {
+        return Err(Problem::Invalid(format!(
+            "`request_timeout_ms` = {} would cut long polls: set it above {} ({} s, the longest \
+             `?wait`, plus `forward_deadline_ms`)",
+            request_timeout.as_millis(),
+            longest_poll.as_millis(),
+            tickd_api::routes::queues::MAX_WAIT_SECONDS
+        )));
+    }
+    let raft_max = cap(
+        "raft_max_connections",
+        file.raft_max_connections,
+        listener::DEFAULT_RAFT_MAX_CONNECTIONS,
+    )?;
+    let reserved = file
+        .raft_reserved_connections
+        .unwrap_or(listener::DEFAULT_RAFT_RESERVED_FOR_MEMBERS.min(raft_max / 2));
+    if reserved >= raft_max {
+        return Err(Problem::Invalid(format!(
+            "`raft_reserved_connections` = {reserved} leaves nothing of `raft_max_connections` \
+             = {raft_max} to anyone else; set it below the cap"
+        )));
+    }
+    let api = ListenerLimits {
+        header_read_timeout,
+        request_timeout,
+        body_timeout,
+        max_connections: cap(
+            "api_max_connections",
+            file.api_max_connections,
+            listener::DEFAULT_API_MAX_CONNECTIONS,
+        )?,
+        max_connections_per_address: cap(
+            "api_max_connections_per_address",
+            file.api_max_connections_per_address,
+            listener::DEFAULT_API_MAX_CONNECTIONS_PER_ADDRESS,
+        )?,
+        reserved_for_members: 0,
+        members: HashSet::new(),
+    };
+    let raft = ListenerLimits {
+        max_connections: raft_max,
+        max_connections_per_address: cap(
+            "raft_max_connections_per_address",
+            file.raft_max_connections_per_address,
+            listener::DEFAULT_RAFT_MAX_CONNECTIONS_PER_ADDRESS,
+        )?,
+        reserved_for_members: reserved,
+        members,
+        ..api.clone()
+    };
+    Ok((api, raft))
+}
+
+/// Refuses what would make a cluster's credentials useless: a multi-node file without a token
+/// (each node would generate its own, and a client could use only one node), and the sample
+/// file's public token or secret on a cluster reachable from another machine.
+fn check_credentials(file: &ClusterFile, addresses: &[SocketAddr]) -> Result<(), Problem> {
+    if file.node.len() > 1 && file.token.is_none() {
+        return Err(Problem::Invalid(format!(
+            "it describes {} nodes but sets no `token`: each node would generate a token of \
+             its own and accept only that one. Add `token = \"...\"` (one long random value \
+             for the whole cluster, e.g. from `openssl rand -hex 24`)",
+            file.node.len()
+        )));
+    }
+    let Some(exposed) = addresses.iter().find(|address| !address.ip().is_loopback()) else {
+        return Ok(());
+    };
+    if file.secret == SHIPPED_SECRET {
+        return Err(Problem::Invalid(format!(
+            "`secret` is the sample's \"{SHIPPED_SECRET}\", which anyone can read, and {exposed} \
+             is off loopback: set `secret` to a long random value of your own (e.g. from \
+             `openssl rand -hex 32`), the same in every node's file"
+        )));
+    }
+    if file.token.as_deref() == Some(SHIPPED_TOKEN) {
+        return Err(Problem::Invalid(format!(
+            "`token` is the sample's \"{SHIPPED_TOKEN}\", which anyone can read, and {exposed} \
+             is off loopback: set `token` to a long random value of your own (e.g. from \
+             `openssl rand -hex 24`) and give it to your clients"
+        )));
+    }
+    Ok(())
+}
+
 enum Problem {
     Invalid(String),
     UnknownNode(String),
@@ -226,6 +404,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     }
     let mut ids = HashSet::new();
     let mut addresses = HashSet::new();
+    let mut member_ips = HashSet::new();
     let mut members = BTreeMap::new();
     let mut known = HashSet::new();
     for node in &file.node {
@@ -242,6 +421,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
                     node.id
                 ))
             })?;
+            member_ips.insert(parsed.ip().to_canonical());
             if !addresses.insert(parsed) {
                 return Err(Problem::Invalid(format!("address {address} is used twice")));
             }
@@ -257,6 +437,8 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
             );
         }
     }
+    let listed: Vec<SocketAddr> = addresses.iter().copied().collect();
+    check_credentials(&file, &listed)?;
     if members.is_empty() {
         return Err(Problem::Invalid(
             "every [[node]] has `join = true`; the nodes that form the cluster must not".into(),
@@ -285,6 +467,11 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         }
         dial.insert(peer, address.clone());
     }
+    let forward_deadline = file
+        .forward_deadline_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_FORWARD_DEADLINE);
+    let (api_limits, raft_limits) = listener_limits(&file, member_ips, forward_deadline)?;
     Ok(NodeConfig {
         id,
         api: me.api.parse().map_err(|_| invalid_address("api"))?,
@@ -304,11 +491,10 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         max_long_polls: file
             .max_long_polls
             .unwrap_or(tickd_api::polls::DEFAULT_MAX_LONG_POLLS),
-        forward_deadline: file
-            .forward_deadline_ms
-            .map(Duration::from_millis)
-            .unwrap_or(DEFAULT_FORWARD_DEADLINE),
+        forward_deadline,
         metrics_require_token: file.metrics_require_token.unwrap_or(true),
+        api_limits,
+        raft_limits,
         engine: tickd_engine::EngineConfig {
             clock_ttl: file
                 .clock_ttl_ms
@@ -432,6 +618,107 @@ mod tests {
         let nobody = THREE_NODES.replace("data_dir = ", "join = true\n        data_dir = ");
         let error = load(&nobody, 1).expect_err("no founding member");
         assert!(error.to_string().contains("join = true"), "{error}");
+    }
+
+    #[test]
+    fn a_multi_node_file_must_name_its_token() {
+        let error = load(&THREE_NODES.replace("token = \"ticktok-zY3wpR\"", ""), 1)
+            .expect_err("no token for three nodes")
+            .to_string();
+        assert!(
+            error.contains("sets no `token`") && error.contains("token = "),
+            "{error}"
+        );
+        let one = "secret = \"s\"\n[[node]]\nid = 1\napi = \"127.0.0.1:9643\"\n\
+                   raft = \"127.0.0.1:9743\"\ndata_dir = \"d\"\n";
+        assert!(load(one, 1).is_ok(), "a single node may generate its token");
+    }
+
+    #[test]
+    fn the_shipped_credentials_are_refused_off_loopback() {
+        let exposed = THREE_NODES.replace("127.0.0.1:9745", "10.0.0.3:9745");
+        let error = load(&exposed, 1).expect_err("the sample secret on a LAN");
+        assert!(
+            error.to_string().contains("change-me") && error.to_string().contains("10.0.0.3"),
+            "{error}"
+        );
+        let own_secret = exposed.replace("\"change-me\"", "\"s3cret-of-our-own\"");
+        let error = load(&own_secret, 1).expect_err("the sample token on a LAN");
+        assert!(error.to_string().contains("ticktok-zY3wpR"), "{error}");
+        let wildcard = THREE_NODES
+            .replace("127.0.0.1:9643", "0.0.0.0:9643")
+            .replace("\"change-me\"", "\"s3cret-of-our-own\"");
+        assert!(load(&wildcard, 1).is_err(), "0.0.0.0 is off loopback");
+        let own = own_secret.replace("ticktok-zY3wpR", "t0ken-of-our-own");
+        assert!(load(&own, 1).is_ok(), "credentials of its own on a LAN");
+        assert!(
+            load(THREE_NODES, 1).is_ok(),
+            "the sample stays usable on loopback"
+        );
+    }
+
+    #[test]
+    fn listener_limits_have_defaults_and_are_checked() {
+        let config = load(THREE_NODES, 1).expect("a valid file");
+        let api = &config.api_limits;
+        assert_eq!(
+            api.header_read_timeout,
+            listener::DEFAULT_HEADER_READ_TIMEOUT
+        );
+        assert_eq!(api.max_connections, listener::DEFAULT_API_MAX_CONNECTIONS);
+        assert_eq!(api.reserved_for_members, 0);
+        let raft = &config.raft_limits;
+        assert_eq!(raft.max_connections, listener::DEFAULT_RAFT_MAX_CONNECTIONS);
+        assert_eq!(
+            raft.reserved_for_members,
+            listener::DEFAULT_RAFT_RESERVED_FOR_MEMBERS
+        );
+        assert_eq!(
+            raft.members,
+            HashSet::from([IpAddr::from(Ipv4Addr::LOCALHOST)])
+        );
+        let with = |keys: &str| THREE_NODES.replace("secret =", &format!("{keys}\nsecret ="));
+        let set = load(
+            &with(
+                "header_read_timeout_ms = 1500\napi_max_connections_per_address = 7\n\
+                 raft_max_connections = 40\nraft_reserved_connections = 10",
+            ),
+            1,
+        )
+        .expect("a valid file");
+        assert_eq!(
+            set.api_limits.header_read_timeout,
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            set.raft_limits.header_read_timeout,
+            Duration::from_millis(1500)
+        );
+        assert_eq!(set.api_limits.max_connections_per_address, 7);
+        assert_eq!(
+            (
+                set.raft_limits.max_connections,
+                set.raft_limits.reserved_for_members
+            ),
+            (40, 10)
+        );
+        let small = load(&with("raft_max_connections = 10"), 1).expect("a valid file");
+        assert_eq!(
+            small.raft_limits.reserved_for_members, 5,
+            "half of a small cap"
+        );
+        for (keys, expected) in [
+            ("request_timeout_ms = 35000", "would cut long polls"),
+            ("body_timeout_ms = 0", "body_timeout_ms"),
+            ("api_max_connections = 0", "api_max_connections"),
+            (
+                "raft_max_connections = 8\nraft_reserved_connections = 8",
+                "below the cap",
+            ),
+        ] {
+            let error = load(&with(keys), 1).expect_err(keys).to_string();
+            assert!(error.contains(expected), "{keys}: {error}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod bootstrap;
 mod cli;
 mod config;
 mod credentials;
+mod listener;
 mod node;
 mod telemetry;
 

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
 use tickd_api::{AccessToken, ApiConfig, PollTracker, QueueDeclarer};
 use tickd_engine::Broker;
@@ -16,6 +15,7 @@ use tokio::sync::watch;
 use crate::bootstrap;
 use crate::config::NodeConfig;
 use crate::credentials;
+use crate::listener::{self, Listener, ListenerLimits};
 use crate::telemetry;
 
 /// Why a node could not start or stopped abnormally.
@@ -109,6 +109,8 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let raft_server = serve(
         raft_listener,
         tickd_raft::rpc::router(raft.clone(), ClusterSecret::new(secret), transport),
+        Listener::Raft,
+        config.raft_limits.clone(),
         stopped.clone(),
     );
     let rabbit_uri = std::env::var("RABBIT_URI")
@@ -137,7 +139,13 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let polls = PollTracker::default();
     let render = telemetry::renderer(metrics.clone(), replica.state().clone());
     let router = tickd_api::router(replica.clone(), api, declarer, polls.clone(), render);
-    let api_server = serve(api_listener, router, stopped.clone());
+    let api_server = serve(
+        api_listener,
+        router,
+        Listener::Api,
+        config.api_limits.clone(),
+        stopped.clone(),
+    );
     tokio::spawn(tickd_api::polls::report(
         polls,
         replica.clone(),
@@ -198,23 +206,16 @@ async fn listen(
         })
 }
 
+/// Serves `router` within `limits` (timeouts and connection caps, see [`listener`]) until
+/// `stopped` turns true; the open connections then finish their requests.
 async fn serve(
     listener: TcpListener,
     router: axum::Router,
-    mut stopped: watch::Receiver<bool>,
+    which: Listener,
+    limits: ListenerLimits,
+    stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    // Without TCP_NODELAY, a response written in two segments waits for the client's delayed
-    // ACK: 40 ms added to every Raft RPC and every API call.
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        })
-        .await
+    listener::serve(listener, router, which, limits, stopped).await
 }
 
 async fn wait_for_shutdown_signal() -> Result<(), NodeError> {

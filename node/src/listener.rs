@@ -1,0 +1,363 @@
+//! Bounded connections: how the node's two listeners (REST API and Raft RPC) accept, time and
+//! cap the connections they serve.
+//!
+//! Every connection is bounded in time and in number:
+//!
+//! * **Header read / idle**: hyper's HTTP/1 header-read timer runs from the moment a
+//!   connection opens, and again from the end of each response, until a complete request head
+//!   has arrived. A client that sends half a request, or keeps a connection open without a
+//!   request, is disconnected after [`ListenerLimits::header_read_timeout`]; the same timer is
+//!   therefore the keep-alive idle timeout.
+//! * **Request**: a request must be answered within [`ListenerLimits::request_timeout`]
+//!   (`408` otherwise; tower-http's `Timeout`). On the API this is above the longest long poll
+//!   plus the forward deadline, checked when the cluster file is read, so it never cuts a
+//!   legitimate `?wait`.
+//! * **Body**: a request body that delivers nothing for [`ListenerLimits::body_timeout`] fails
+//!   (tower-http's `RequestBodyTimeout`); a body that trickles is cut by the request timeout.
+//! * **Count**: at most [`ListenerLimits::max_connections`] connections per listener and
+//!   [`ListenerLimits::max_connections_per_address`] per client IP address. A connection over
+//!   a cap is closed at once, before any byte is read, and counted in
+//!   [`CONNECTIONS_REFUSED`].
+//!
+//! The Raft listener keeps [`ListenerLimits::reserved_for_members`] of its connections for the
+//! cluster's own addresses (the IPs of every `[[node]]` of the cluster file), so a node whose
+//! Raft port is flooded still takes its peers' connections. The reserve is keyed by source IP
+//! because that is all a listener knows before it reads a byte (the cluster secret arrives with
+//! the first request, after the connection has been taken). Member addresses are exempt from
+//! the per-address cap, because on one host every peer shares one IP; strangers are held to
+//! the per-address cap and to what the reserve leaves. The reserve cannot tell a stranger on a
+//! member's own IP (another process on a node's host, or anything on 127.0.0.1 in a one-host
+//! cluster) from a peer: that is the limit of keying by address, and why the tests flood from
+//! other loopback addresses (127.0.0.2 and up).
+//!
+//! Only HTTP/1.1 is served: tickd's peers (reqwest over `http://`) and Ticktok clients speak
+//! it, and HTTP/2 with prior knowledge would bypass the header-read timer.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use metrics::{counter, describe_counter, describe_gauge, gauge};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower_http::timeout::{RequestBodyTimeout, Timeout};
+
+/// Connections closed at accept because a cap was reached, by listener and reason.
+pub const CONNECTIONS_REFUSED: &str = "tickd_connections_refused_total";
+/// Connections a listener holds open, by listener.
+pub const CONNECTIONS_OPEN: &str = "tickd_connections_open";
+
+/// Default wait for a complete request head, which is also the keep-alive idle timeout.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default bound on answering one request. Above the API's longest long poll (30 s) plus the
+/// default forward deadline (5 s), with room for the linearization around them.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default longest pause between two pieces of a request body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default cap on the API listener's connections.
+pub const DEFAULT_API_MAX_CONNECTIONS: usize = 512;
+/// Default cap on one client address's connections to the API listener.
+pub const DEFAULT_API_MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
+/// Default cap on the Raft listener's connections.
+pub const DEFAULT_RAFT_MAX_CONNECTIONS: usize = 256;
+/// Default cap on the Raft listener's connections from one address that is not a member's.
+pub const DEFAULT_RAFT_MAX_CONNECTIONS_PER_ADDRESS: usize = 16;
+/// Default slice of the Raft listener's cap that only the members' addresses may take.
+pub const DEFAULT_RAFT_RESERVED_FOR_MEMBERS: usize = 64;
+
+/// Pause after a failed `accept` (out of descriptors, say) before the next one, so that a full
+/// descriptor table does not turn the accept loop into a busy loop.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// The limits of one listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// How long a connection may take to deliver a complete request head, counted from its
+    /// opening or from the end of the previous response (so also the idle timeout).
+    pub header_read_timeout: Duration,
+    /// How long one request may take to be answered.
+    pub request_timeout: Duration,
+    /// The longest pause between two pieces of a request body.
+    pub body_timeout: Duration,
+    /// The most connections the listener holds at once.
+    pub max_connections: usize,
+    /// The most connections one client IP address may hold (member addresses excepted).
+    pub max_connections_per_address: usize,
+    /// How many of `max_connections` only the member addresses may take.
+    pub reserved_for_members: usize,
+    /// The member addresses: the IPs of the cluster file's nodes (empty on the API listener).
+    pub members: HashSet<IpAddr>,
+}
+
+/// Which of the node's listeners, as the metrics label it.
+#[derive(Debug, Clone, Copy)]
+pub enum Listener {
+    /// The REST API.
+    Api,
+    /// The Raft RPCs and internal routes.
+    Raft,
+}
+
+impl Listener {
+    fn label(self) -> &'static str {
+        match self {
+            Listener::Api => "api",
+            Listener::Raft => "raft",
+        }
+    }
+}
+
+/// Registers the help text of the listeners' metrics.
+pub fn describe() {
+    describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections closed at accept because the listener (reason=listener) or the client \
+         address (reason=address) was at its cap, by listener (api, raft)"
+    );
+    describe_gauge!(
+        CONNECTIONS_OPEN,
+        "Connections the listener holds open, by listener (api, raft)"
+    );
+}
+
+/// Serves `router` on `listener` within `limits` until `stopped` turns true, then stops
+/// accepting and lets the open connections finish their requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    which: Listener,
+    limits: ListenerLimits,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    describe();
+    let label = which.label();
+    counter!(CONNECTIONS_REFUSED, "listener" => label, "reason" => "listener").increment(0);
+    counter!(CONNECTIONS_REFUSED, "listener" => label, "reason" => "address").increment(0);
+    let open = gauge!(CONNECTIONS_OPEN, "listener" => label);
+    open.set(0.0);
+    let service = Timeout::with_status_code(
+        RequestBodyTimeout::new(router, limits.body_timeout),
+        StatusCode::REQUEST_TIMEOUT,
+        limits.request_timeout,
+    );
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let admission = Arc::new(Admission::new(limits));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped.wait_for(|stop| *stop) => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, listener = label, "cannot accept a connection");
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        let slot = match admission.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                // Dropping the stream closes it before a byte is read.
+                counter!(CONNECTIONS_REFUSED, "listener" => label, "reason" => refusal.label())
+                    .increment(1);
+                tracing::debug!(%peer, listener = label, reason = refusal.label(),
+                    "connection refused: at the connection cap");
+                continue;
+            }
+        };
+        // Without TCP_NODELAY, a response written in two segments waits for the client's
+        // delayed ACK: 40 ms added to every Raft RPC and every API call.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
+        }
+        let connection = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(service.clone()),
+        );
+        let connection = graceful.watch(connection);
+        let open = open.clone();
+        open.increment(1.0);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, %peer, "connection closed with an error");
+            }
+            open.decrement(1.0);
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Why a connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The listener is at its cap (for a stranger: at its cap less the members' reserve).
+    ListenerFull,
+    /// The client address is at its per-address cap.
+    AddressFull,
+}
+
+impl Refusal {
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::ListenerFull => "listener",
+            Refusal::AddressFull => "address",
+        }
+    }
+}
+
+/// The connection counts of one listener.
+#[derive(Debug)]
+struct Admission {
+    limits: ListenerLimits,
+    counts: Mutex<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+impl Admission {
+    fn new(limits: ListenerLimits) -> Self {
+        Self {
+            limits,
+            counts: Mutex::new(Counts::default()),
+        }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        // The counts stay consistent under a panic (each update is one statement).
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a slot for a connection from `ip`, or says which cap refuses it.
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
+        let ip = ip.to_canonical();
+        let limits = &self.limits;
+        let member = limits.members.contains(&ip);
+        let mut counts = self.counts();
+        let cap = if member {
+            limits.max_connections
+        } else {
+            limits
+                .max_connections
+                .saturating_sub(limits.reserved_for_members)
+        };
+        if counts.total >= cap {
+            return Err(Refusal::ListenerFull);
+        }
+        let from_address = counts.per_address.get(&ip).copied().unwrap_or(0);
+        if !member && from_address >= limits.max_connections_per_address {
+            return Err(Refusal::AddressFull);
+        }
+        counts.total += 1;
+        counts.per_address.insert(ip, from_address + 1);
+        Ok(Slot {
+            admission: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+/// One admitted connection's place in the counts, given back when dropped.
+#[derive(Debug)]
+struct Slot {
+    admission: Arc<Admission>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.admission.counts();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(count) = counts.per_address.get_mut(&self.ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.per_address.remove(&self.ip);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize, per_address: usize, reserved: usize) -> ListenerLimits {
+        ListenerLimits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: max,
+            max_connections_per_address: per_address,
+            reserved_for_members: reserved,
+            members: HashSet::from([IpAddr::from([10, 0, 0, 1])]),
+        }
+    }
+
+    const MEMBER: [u8; 4] = [10, 0, 0, 1];
+
+    #[test]
+    fn a_stranger_is_held_to_its_address_cap_and_leaves_the_reserve() {
+        // 12 connections, 4 of them reserved: strangers share 8, at most 3 per address.
+        let admission = Arc::new(Admission::new(limits(12, 3, 4)));
+        let mut slots = Vec::new();
+        for host in 2..=3u8 {
+            for _ in 0..3 {
+                slots.push(
+                    admission
+                        .admit([10, 0, 0, host].into())
+                        .expect("under the caps"),
+                );
+            }
+            assert_eq!(
+                admission.admit([10, 0, 0, host].into()).err(),
+                Some(Refusal::AddressFull)
+            );
+        }
+        for _ in 0..2 {
+            slots.push(
+                admission
+                    .admit([10, 0, 0, 9].into())
+                    .expect("under the caps"),
+            );
+        }
+        // 8 of 12 taken: the next stranger is refused, members are not.
+        assert_eq!(
+            admission.admit([10, 0, 0, 10].into()).err(),
+            Some(Refusal::ListenerFull)
+        );
+        for _ in 0..4 {
+            slots.push(admission.admit(MEMBER.into()).expect("the reserve"));
+        }
+        assert_eq!(
+            admission.admit(MEMBER.into()).err(),
+            Some(Refusal::ListenerFull)
+        );
+        // Closing connections gives their slots back.
+        slots.clear();
+        assert!(admission.admit([10, 0, 0, 9].into()).is_ok());
+    }
+
+    #[test]
+    fn an_ipv4_mapped_address_counts_as_its_ipv4_address() {
+        let admission = Arc::new(Admission::new(limits(10, 1, 0)));
+        let _held = admission.admit([10, 0, 0, 7].into()).expect("first");
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().expect("an address");
+        assert_eq!(admission.admit(mapped).err(), Some(Refusal::AddressFull));
+    }
+}
