@@ -5,6 +5,11 @@
 //! for, and it is copied under one lock, so it is one consistent point of the log. A restore is
 //! one replicated `Restore` command, so every node gets the same registry at the same log
 //! position, and the registry refuses it unless it holds no clock.
+//!
+//! A backup is a document from outside the cluster, so it is checked before it is proposed
+//! (`RegistrySnapshot::validate_for_restore`: ids, names, channels, filed ticks and watermarks,
+//! as registrations and intents could have produced them), and a bad one is a 400 that names
+//! the clock and field. The registry runs the same check again when it applies the restore.
 
 use axum::Json;
 use axum::extract::State;
@@ -47,7 +52,7 @@ pub struct Restored {
         asked for, as one consistent point of the log.",
     responses(
         (status = 200, description = "The backup document", body = Backup),
-        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 403, description = "Missing or wrong operator token (the access token is not enough)", body = ErrorBody),
         (status = 503, description = "No leader reachable to confirm the read",
             body = ErrorBody),
     ),
@@ -73,9 +78,10 @@ pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiErro
     request_body = Backup,
     responses(
         (status = 200, description = "How many clocks the cluster now holds", body = Restored),
-        (status = 400, description = "Not a backup, another format version, or invalid",
-            body = ErrorBody),
-        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 400, description = "Not a backup, another format version, or invalid: \
+            the message names the clock and field (an id, name, channel, filed tick or \
+            watermark that tickd could not have produced)", body = ErrorBody),
+        (status = 403, description = "Missing or wrong operator token (the access token is not enough)", body = ErrorBody),
         (status = 409, description = "The cluster already holds clocks, holds too few \
             `max_clocks`, or has no broker for the backup's RabbitMQ clocks", body = ErrorBody),
         (status = 413, description = "Body over 32 MiB", body = ErrorBody),
@@ -97,9 +103,16 @@ pub async fn restore(
              the cluster file (or RABBIT_URI) and restart the nodes before restoring",
         ));
     }
+    let now_ms = wall_clock::now_ms();
+    backup
+        .registry
+        .validate_for_restore(now_ms)
+        .map_err(|error| {
+            ApiError::bad_request(format!("this backup cannot be restored: {error}"))
+        })?;
     let command = Command::Restore {
         snapshot: backup.registry.clone(),
-        now_ms: wall_clock::now_ms(),
+        now_ms,
         max_clocks: app.config.max_clocks,
     };
     match app.replica.write(command).await? {
@@ -122,5 +135,19 @@ pub async fn restore(
         ))),
         Outcome::Rejected { reason } => Err(ApiError::bad_request(reason)),
         other => Err(unexpected(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ids;
+
+    #[test]
+    fn the_ids_a_node_draws_pass_the_restore_check() {
+        // A backup of a cluster holds ids drawn by `ids`; restore must accept every one.
+        for _ in 0..100 {
+            assert_eq!(ids::clock_id().validate(), Ok(()));
+            assert_eq!(ids::queue_id().validate(), Ok(()));
+        }
     }
 }
