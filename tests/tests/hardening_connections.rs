@@ -1,0 +1,264 @@
+//! Bounded connections (issue 18, item 2), against real `tickd` processes: half-sent requests
+//! and stalled bodies are cut by the listeners' timers, one client address cannot take a
+//! listener's whole budget, and a flood of idle connections on a follower's Raft port leaves
+//! the cluster serving.
+//!
+//! The floods come from loopback addresses other than 127.0.0.1 (127.0.0.2 and up, all of
+//! 127.0.0.0/8 is loopback on Linux): the test nodes' own address is 127.0.0.1, which the Raft
+//! listener treats as a member's, so a stranger must come from elsewhere to be a stranger.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use tickd_tests::TestCluster;
+use tickd_tests::api::{clock_id, get_clock, register};
+use tickd_tests::config::TEST_SECRET;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::timeout;
+
+/// The header-read timeout the timer tests configure, short so that they run in seconds.
+const SHORT_TIMEOUT_MS: u64 = 2_000;
+/// Slack on top of a configured timeout before a connection counts as held too long.
+const SLACK: Duration = Duration::from_secs(3);
+
+/// A loopback address other than the nodes' own 127.0.0.1.
+fn stranger(n: u16) -> IpAddr {
+    let [hi, lo] = n.to_be_bytes();
+    IpAddr::V4(Ipv4Addr::new(127, 1, hi, lo))
+}
+
+/// Opens a TCP connection to `to` from `from` (any port).
+async fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(SocketAddr::new(from, 0))
+        .unwrap_or_else(|error| panic!("bind {from}: {error}"));
+    socket
+        .connect(to)
+        .await
+        .unwrap_or_else(|error| panic!("connect {from} -> {to}: {error}"))
+}
+
+/// Whether the server closes `stream` within `within`: a read returns end-of-file or an error.
+/// Whatever the server answers before closing is read and dropped.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let mut buffer = [0u8; 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match timeout(left, stream.read(&mut buffer)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// The status line of the first answer on `stream`, if one arrives within `within`.
+async fn status_line(stream: &mut TcpStream, within: Duration) -> Option<String> {
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 1024];
+    let deadline = Instant::now() + within;
+    while !answer.windows(2).any(|pair| pair == b"\r\n") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match timeout(left, stream.read(&mut buffer)).await {
+            Ok(Ok(read)) if read > 0 => answer.extend_from_slice(&buffer[..read]),
+            _ => return None,
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().map(str::to_string)
+}
+
+#[tokio::test]
+async fn half_sent_requests_are_closed_within_the_header_timeout() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("header_read_timeout_ms", SHORT_TIMEOUT_MS.to_string())
+        .setting("api_max_connections", "1000")
+        .setting("api_max_connections_per_address", "1000")
+        .start()
+        .await;
+    let api = cluster.api_addr(1);
+    let opened = join_all((0..300).map(|_| async move {
+        let mut stream = TcpStream::connect(api).await.expect("connect to the API");
+        // A request head that never ends: no blank line.
+        stream
+            .write_all(b"POST /api/v1/clocks HTTP/1.1\r\nHost: tickd\r\nContent-Ty")
+            .await
+            .expect("send half a request");
+        stream
+    }))
+    .await;
+    let started = Instant::now();
+    let limit = Duration::from_millis(SHORT_TIMEOUT_MS) + SLACK;
+    let closed = join_all(
+        opened
+            .into_iter()
+            .map(|mut stream| async move { closed_within(&mut stream, limit).await }),
+    )
+    .await;
+    let held = closed.iter().filter(|closed| !**closed).count();
+    assert_eq!(
+        held,
+        0,
+        "{held} of 300 half-sent requests were still open {:?} after they were sent \
+         (header_read_timeout_ms = {SHORT_TIMEOUT_MS})",
+        started.elapsed()
+    );
+    let (status, _, body) = register(&cluster, 1, "after-the-flood", "every.5.seconds").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn a_stalled_request_body_is_cut_within_the_body_timeout() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("body_timeout_ms", SHORT_TIMEOUT_MS.to_string())
+        .start()
+        .await;
+    let mut stream = TcpStream::connect(cluster.api_addr(1))
+        .await
+        .expect("connect to the API");
+    let head = format!(
+        "POST /api/v1/clocks HTTP/1.1\r\nHost: tickd\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":",
+        cluster.token()
+    );
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let started = Instant::now();
+    let answered = status_line(&mut stream, Duration::from_millis(SHORT_TIMEOUT_MS) + SLACK).await;
+    let status = answered.unwrap_or_else(|| {
+        panic!(
+            "no answer {:?} after a body stalled at 9 of 100 bytes (body_timeout_ms = \
+             {SHORT_TIMEOUT_MS})",
+            started.elapsed()
+        )
+    });
+    assert!(
+        status.contains(" 4"),
+        "a stalled body gets a client error, not {status:?}"
+    );
+    assert!(
+        closed_within(&mut stream, SLACK).await,
+        "and the connection is closed"
+    );
+}
+
+#[tokio::test]
+async fn one_address_cannot_take_a_listeners_whole_budget() {
+    const PER_ADDRESS: usize = 8;
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("api_max_connections_per_address", PER_ADDRESS.to_string())
+        .start()
+        .await;
+    let api = cluster.api_addr(1);
+    let greedy = stranger(1);
+    let mut held = Vec::new();
+    for _ in 0..PER_ADDRESS {
+        held.push(connect_from(greedy, api).await);
+    }
+    // The connections within the cap are taken and kept (header_read_timeout is 10 s).
+    for stream in &mut held {
+        assert!(
+            !closed_within(stream, Duration::from_millis(100)).await,
+            "a connection within the per-address cap was closed"
+        );
+    }
+    let mut over = connect_from(greedy, api).await;
+    assert!(
+        closed_within(&mut over, Duration::from_secs(2)).await,
+        "connection {} from {greedy} (cap {PER_ADDRESS}) was not closed at once",
+        PER_ADDRESS + 1
+    );
+    // Another address is still served.
+    let mut other = connect_from(stranger(2), api).await;
+    other
+        .write_all(b"GET /mgmt/health HTTP/1.1\r\nHost: tickd\r\n\r\n")
+        .await
+        .expect("send");
+    let status = status_line(&mut other, Duration::from_secs(5)).await;
+    assert!(
+        status.as_deref().is_some_and(|line| line.contains(" 200")),
+        "another address must be served: {status:?}"
+    );
+    drop(held);
+}
+
+#[tokio::test]
+async fn idle_connections_to_a_followers_raft_port_leave_the_cluster_serving() {
+    const FLOOD: u16 = 1_100;
+    // The header timer would close the flood after its timeout; a long one leaves the
+    // connection caps alone to hold the node up while the test runs.
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .setting("header_read_timeout_ms", "120000")
+        .start()
+        .await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let follower = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    // The descriptor limit the finding hit: the usual 1 024.
+    let pid = cluster.pid(follower).expect("the follower runs");
+    let lowered = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), "--nofile=1024:1024"])
+        .status()
+        .expect("run prlimit");
+    assert!(lowered.success(), "prlimit failed");
+
+    // 1 100 idle connections from 100 stranger addresses, 11 each: each address stays under
+    // its own cap, so only the listener's cap (less the members' reserve) stops them.
+    let raft = cluster.raft_addr(follower);
+    // The test holds its ends of the flood open until it is over.
+    let mut flood = join_all((0..FLOOD).map(|n| connect_from(stranger(n % 100 + 1), raft))).await;
+    let closed = join_all(flood.iter_mut().map(|stream| closed_within(stream, SLACK))).await;
+    let refused = closed.iter().filter(|closed| **closed).count();
+    assert!(
+        refused >= usize::from(FLOOD) - 256,
+        "only {refused} of {FLOOD} idle connections were refused; the Raft listener's cap is 256"
+    );
+
+    // A member's address still gets in: the reserve.
+    let mut member = connect_from(IpAddr::V4(Ipv4Addr::LOCALHOST), raft).await;
+    let status = format!(
+        "GET /internal/status HTTP/1.1\r\nHost: tickd\r\nx-tickd-secret: {TEST_SECRET}\r\n\r\n"
+    );
+    member.write_all(status.as_bytes()).await.expect("send");
+    let answer = status_line(&mut member, Duration::from_secs(5)).await;
+    assert!(
+        answer.as_deref().is_some_and(|line| line.contains(" 200")),
+        "a member's connection to the flooded Raft port must be served: {answer:?}"
+    );
+
+    // The cluster serves: a registration through the flooded follower commits, and the
+    // follower applies it (and one through the leader).
+    for via in [follower, leader] {
+        let (status, _, body) = register(
+            &cluster,
+            via,
+            &format!("during-the-flood-{via}"),
+            "every.5.seconds",
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::CREATED,
+            "register via node {via}: {body}"
+        );
+        let id = clock_id(&body);
+        let (status, _, body) = get_clock(&cluster, follower, &id).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "the flooded follower must apply the clock: {body}"
+        );
+    }
+    drop(flood);
+}
