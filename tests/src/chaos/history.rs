@@ -4,6 +4,8 @@
 //! Times are milliseconds since the Unix epoch, read from the same machine clock the nodes
 //! use, so they compare directly with a tick's scheduled instant.
 
+use crate::chaos::nemesis::FaultKind;
+
 /// A client operation on the clock registry, as sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -122,6 +124,8 @@ pub struct UnansweredPop {
 /// One injected fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
+    /// Which kind of fault was done (a fault that found no leader is a crash of every node).
+    pub kind: FaultKind,
     /// What was done, for the summary ("kill -9 leader 2").
     pub what: String,
     /// When it began.

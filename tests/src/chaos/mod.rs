@@ -4,8 +4,11 @@
 //!
 //! * [`workload`]: registry clients (register, pause, resume, read, list through random
 //!   nodes, on a few shared names so that they collide) and consumers of watched clocks.
-//! * [`nemesis`]: SIGKILL and SIGSTOP of leaders and followers, full-cluster crashes, broker
-//!   outages.
+//! * [`nemesis`]: SIGKILL and SIGSTOP of leaders and followers, power losses (of the leader,
+//!   a follower or every node: their disks drop every write not fsynced), full-cluster
+//!   crashes, broker outages. Every run's nodes keep their data on power-loss filesystems
+//!   ([`crate::power`]), and every run ends with a power loss of every node before its state
+//!   is read.
 //! * [`check`]: durability of acknowledged writes, linearizability of the registry history,
 //!   the tick guarantees (nothing lost, repeats keep their id, paused clocks stay silent), and
 //!   liveness after the last fault.
@@ -111,7 +114,17 @@ pub fn summary(reports: &[RunReport]) -> String {
             .iter()
             .map(|fault| fault.what.as_str())
             .collect();
-        let _ = writeln!(out, "seed {}: {}", report.seed, faults.join("; "));
+        let loss = report.final_loss;
+        let _ = writeln!(
+            out,
+            "seed {}: {}; then the final power loss of every node (dropped {} unsynced bytes in \
+             {} files, {} directory entries)",
+            report.seed,
+            faults.join("; "),
+            loss.bytes,
+            loss.files,
+            loss.entries
+        );
     }
     let sum = |field: fn(&RunReport) -> u64| reports.iter().map(field).sum::<u64>();
     let _ = writeln!(

@@ -1,10 +1,12 @@
 //! The nemesis: one fault every few seconds, chosen at random from the seed.
 //!
-//! Faults: SIGKILL of the leader or of a follower (restarted after a pause), SIGSTOP of the
-//! leader (continued after a pause), a network partition isolating the leader or a follower
-//! (every link from and to it black-holed by the link proxies, then healed), a crash of every
-//! node at once (all restarted), and, in RabbitMQ runs, a stop and start of the run's private
-//! broker (tickd is let back in once the run's consumers are attached again, see
+//! Faults: SIGKILL of the leader or of a follower (restarted after a pause), a power loss of
+//! the leader, of a follower or of every node (SIGKILL, then every write its disk had not
+//! fsynced is dropped, see [`PowerCluster::lose_power`]; restarted on what is left), SIGSTOP
+//! of the leader (continued after a pause), a network partition isolating the leader or a
+//! follower (every link from and to it black-holed by the link proxies, then healed), a crash
+//! of every node at once (all restarted), and, in RabbitMQ runs, a stop and start of the run's
+//! private broker (tickd is let back in once the run's consumers are attached again, see
 //! [`GatedBroker`]). Each fault is healed before the next one; the time until the cluster has
 //! a leader again is measured.
 
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::chaos::history::{Fault, LeaderRecovery};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
+use crate::power::{Loss, PowerCluster};
 use crate::rabbit::{GatedBroker, ResilientConsumer};
 use crate::{NodeId, TestCluster};
 
@@ -25,6 +28,10 @@ pub const LEADER_BOUND: Duration = Duration::from_secs(10);
 pub enum FaultKind {
     /// SIGKILL the leader, restart it later.
     KillLeader,
+    /// Cut the power of the leader (one time in three), of a follower (one in three) or of
+    /// every node (one in three): SIGKILL, then drop what the disks had not fsynced; restart
+    /// later.
+    PowerLoss,
     /// SIGKILL a follower, restart it later.
     KillFollower,
     /// SIGSTOP the leader, SIGCONT it later.
@@ -86,13 +93,34 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// What a power loss dropped, for a fault's description.
+fn describe_loss(loss: Loss) -> String {
+    format!(
+        "dropped {} unsynced bytes in {} files, {} directory entries",
+        loss.bytes, loss.files, loss.entries
+    )
+}
+
+/// The nodes with a live process (running or stopped): those whose power can be cut.
+pub fn live_nodes(cluster: &TestCluster) -> Vec<NodeId> {
+    cluster
+        .node_ids()
+        .into_iter()
+        .filter(|&node| cluster.pid(node).is_some())
+        .collect()
+}
+
 /// Injects faults until `until_ms`, healing each before the next. Returns what it did.
+///
+/// The order of the kinds is part of what a seed replays: the suite's short profile relies on
+/// its seed drawing a [`FaultKind::PowerLoss`] early (`tests/tests/chaos.rs` asserts it did).
 pub async fn run(
-    cluster: &TestCluster,
+    power: &PowerCluster,
     mut rabbit: Option<RabbitSide<'_>>,
     mut rng: Rng,
     until_ms: u64,
 ) -> Vec<Fault> {
+    let cluster: &TestCluster = power;
     let mut faults = Vec::new();
     loop {
         let pause = Duration::from_millis(2_000 + rng.below(2_000));
@@ -102,6 +130,7 @@ pub async fn run(
         }
         let mut kinds = vec![
             FaultKind::KillLeader,
+            FaultKind::PowerLoss,
             FaultKind::KillFollower,
             FaultKind::PauseLeader,
             FaultKind::CrashAll,
@@ -113,36 +142,78 @@ pub async fn run(
             kinds.extend([FaultKind::IsolateLeader, FaultKind::IsolateFollower]);
         }
         let kind = *rng.pick(&kinds);
-        let fault = inject(cluster, rabbit.as_mut(), kind, &mut rng).await;
+        let fault = inject(power, rabbit.as_mut(), kind, &mut rng).await;
         faults.push(fault);
     }
 }
 
 async fn inject(
-    cluster: &TestCluster,
+    power: &PowerCluster,
     rabbit: Option<&mut RabbitSide<'_>>,
     kind: FaultKind,
     rng: &mut Rng,
 ) -> Fault {
+    let cluster: &TestCluster = power;
     let start_ms = now_ms();
     let hold = Duration::from_millis(1_500 + rng.below(2_500));
     let leader = await_leader(cluster, LEADER_BOUND)
         .await
         .map(|(leader, _)| leader);
-    let (what, leader) = match (kind, leader) {
+    let (kind, what, leader) = match (kind, leader) {
         (FaultKind::KillLeader, Some(leader)) => {
             cluster.kill(leader);
             let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
             tokio::time::sleep(hold).await;
             cluster.restart(leader);
-            (format!("kill -9 leader {leader}"), recovery(elected))
+            (kind, format!("kill -9 leader {leader}"), recovery(elected))
         }
+        (FaultKind::PowerLoss, Some(leader)) => match rng.below(3) {
+            0 => {
+                let loss = power.lose_power_of(&live_nodes(cluster));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                cluster.restart_all();
+                let elected = await_leader(cluster, LEADER_BOUND)
+                    .await
+                    .map(|(_, took)| took);
+                (
+                    kind,
+                    format!("power loss of every node ({})", describe_loss(loss)),
+                    recovery(elected),
+                )
+            }
+            1 => {
+                let loss = power.lose_power(leader);
+                let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
+                tokio::time::sleep(hold).await;
+                cluster.restart(leader);
+                (
+                    kind,
+                    format!("power loss of leader {leader} ({})", describe_loss(loss)),
+                    recovery(elected),
+                )
+            }
+            _ => {
+                let victim = pick_follower(cluster, leader, rng);
+                let loss = power.lose_power(victim);
+                tokio::time::sleep(hold).await;
+                cluster.restart(victim);
+                (
+                    kind,
+                    format!("power loss of follower {victim} ({})", describe_loss(loss)),
+                    LeaderRecovery::Kept,
+                )
+            }
+        },
         (FaultKind::KillFollower, Some(leader)) => {
             let victim = pick_follower(cluster, leader, rng);
             cluster.kill(victim);
             tokio::time::sleep(hold).await;
             cluster.restart(victim);
-            (format!("kill -9 follower {victim}"), LeaderRecovery::Kept)
+            (
+                kind,
+                format!("kill -9 follower {victim}"),
+                LeaderRecovery::Kept,
+            )
         }
         (FaultKind::PauseLeader, Some(leader)) => {
             cluster.stop(leader);
@@ -150,6 +221,7 @@ async fn inject(
             tokio::time::sleep(hold).await;
             cluster.cont(leader);
             (
+                kind,
                 format!("SIGSTOP leader {leader} for {} ms", millis(hold)),
                 recovery(elected),
             )
@@ -160,6 +232,7 @@ async fn inject(
             tokio::time::sleep(hold).await;
             cluster.heal_links();
             (
+                kind,
                 format!(
                     "partition isolating leader {leader} for {} ms",
                     millis(hold)
@@ -173,6 +246,7 @@ async fn inject(
             tokio::time::sleep(hold).await;
             cluster.heal_links();
             (
+                kind,
                 format!(
                     "partition isolating follower {victim} for {} ms",
                     millis(hold)
@@ -189,11 +263,13 @@ async fn inject(
                 tokio::time::sleep(hold).await;
                 rabbit.broker.restart_then_open(rabbit.consumers).await;
                 (
+                    kind,
                     format!("RabbitMQ down for {} ms", millis(down_at.elapsed())),
                     LeaderRecovery::Kept,
                 )
             }
             None => (
+                kind,
                 "no fault (no private broker)".to_string(),
                 LeaderRecovery::Kept,
             ),
@@ -205,10 +281,15 @@ async fn inject(
             let elected = await_leader(cluster, LEADER_BOUND)
                 .await
                 .map(|(_, took)| took);
-            ("crash of every node".to_string(), recovery(elected))
+            (
+                FaultKind::CrashAll,
+                "crash of every node".to_string(),
+                recovery(elected),
+            )
         }
     };
     Fault {
+        kind,
         what,
         start_ms,
         healed_ms: now_ms(),

@@ -1,5 +1,5 @@
-//! One chaos run: start a cluster, run the workload and the nemesis, heal, restart everything,
-//! and check the history.
+//! One chaos run: start a cluster on power-loss filesystems, run the workload and the nemesis,
+//! heal, cut the power of every node and restart them, and check the history.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -14,6 +14,7 @@ use crate::chaos::nemesis::{self, LEADER_BOUND};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
 use crate::chaos::workload::{self, Consumer, Records};
+use crate::power::{Loss, PowerCluster};
 use crate::rabbit::GatedBroker;
 
 /// Registry clients running at once.
@@ -45,6 +46,8 @@ pub struct RunReport {
     pub channel: Channel,
     /// The faults injected.
     pub faults: Vec<Fault>,
+    /// What the power loss of every node before the final check dropped.
+    pub final_loss: Loss,
     /// Client operations recorded.
     pub operations: usize,
     /// Tick figures of the watched clocks.
@@ -73,20 +76,24 @@ pub fn channel_of(seed: u64) -> Channel {
     }
 }
 
-/// Runs one chaos run of `seconds` of workload.
+/// Runs one chaos run of `seconds` of workload, on a cluster whose nodes keep their data on
+/// power-loss filesystems (so that the nemesis can cut their power): it fails, without
+/// skipping, when `/dev/fuse` or `tickd-powerloss` is missing.
 pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     let mut rng = Rng::new(seed);
+    // Forked first, so that the faults a seed draws do not depend on how many attempts the
+    // watched clocks' registrations took.
+    let nemesis_rng = rng.fork();
     let channel = channel_of(seed);
     let mut broker = match channel {
         Channel::Rabbit => Some(GatedBroker::start().await),
         Channel::Http => None,
     };
-    let cluster = TestCluster::builder()
-        .nodes(3)
+    let builder = TestCluster::builder()
         .link_proxies()
-        .rabbit_uri(broker.as_ref().map(GatedBroker::gated_uri))
-        .start()
-        .await;
+        .rabbit_uri(broker.as_ref().map(GatedBroker::gated_uri));
+    let power = PowerCluster::start(builder, 3).await;
+    let cluster: &TestCluster = &power;
     let broker_uri = broker.as_ref().map(GatedBroker::uri);
     let records = Records::default();
     let mut violations = Vec::new();
@@ -96,7 +103,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     let mut consumers = Vec::new();
     for index in 0..WATCHED {
         let name = format!("watched-{seed}-{index}");
-        let Some(created) = register_with_retries(&cluster, &name, &mut rng).await else {
+        let Some(created) = register_with_retries(cluster, &name, &mut rng).await else {
             violations.push(Violation {
                 checker: "workload",
                 detail: format!("could not register the watched clock {name} at all"),
@@ -104,7 +111,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
             continue;
         };
         consumers.push(Consumer::start(
-            &cluster,
+            cluster,
             &created,
             broker_uri.as_deref(),
             rng.fork(),
@@ -125,20 +132,19 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         .collect();
     let ids = Mutex::new(BTreeMap::new());
     let client_rngs: Vec<Rng> = (0..CLIENTS).map(|_| rng.fork()).collect();
-    let nemesis_rng = rng.fork();
     let pauser_rng = rng.fork();
     let clients = client_rngs
         .into_iter()
         .enumerate()
         .map(|(client, client_rng)| {
             workload::registry_client(
-                &cluster, client, &names, &ids, client_rng, until_ms, &records,
+                cluster, client, &names, &ids, client_rng, until_ms, &records,
             )
         });
     let rabbit_consumers: Vec<_> = consumers.iter().filter_map(Consumer::rabbit).collect();
     let (faults, pauses, _) = tokio::join!(
         nemesis::run(
-            &cluster,
+            &power,
             broker.as_mut().map(|broker| nemesis::RabbitSide {
                 broker,
                 consumers: &rabbit_consumers,
@@ -147,7 +153,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
             until_ms
         ),
         pause_and_resume(
-            &cluster,
+            cluster,
             watched.last().map(|clock| clock.id.clone()),
             pauser_rng,
             until_ms
@@ -182,7 +188,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     {
         broker.restart_then_open(&rabbit_consumers).await;
     }
-    let leader_at_ms = nemesis::await_leader(&cluster, LEADER_BOUND)
+    let leader_at_ms = nemesis::await_leader(cluster, LEADER_BOUND)
         .await
         .map(|_| now_ms());
     tokio::time::sleep(LIVENESS_BOUND + Duration::from_secs(1)).await;
@@ -191,10 +197,12 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         consumer.stop();
     }
 
-    // The final full restart: what survives it is what the cluster kept.
+    // The final full restart follows a power loss of every node: what survives it is what the
+    // cluster kept on disk.
+    let final_loss = power.lose_power_of(&nemesis::live_nodes(cluster));
     cluster.kill_all();
     cluster.restart_all();
-    let final_state = final_state(&cluster).await;
+    let final_state = final_state(cluster).await;
     let events = records.events();
     let deliveries = records.deliveries();
     match final_state {
@@ -239,6 +247,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         seed,
         channel,
         faults,
+        final_loss,
         operations: events.len(),
         ticks: tick_report,
         violations,

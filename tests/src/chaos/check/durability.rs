@@ -1,7 +1,7 @@
 //! Durability: an acknowledged registration or action survives (SPEC §7).
 //!
-//! The run ends with a restart of every node; the runner then lists every clock and hands the
-//! result to [`check`]. The workload never lets a clock be purged (its clocks use `@never` and
+//! The run ends with a power loss of every node (each drops what its disk had not fsynced) and
+//! a restart; the runner then lists every clock and hands the result to [`check`]. The workload never lets a clock be purged (its clocks use `@never` and
 //! a long TTL), so anything acknowledged that is missing or reverted was lost.
 
 use std::collections::{BTreeMap, BTreeSet};
