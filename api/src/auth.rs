@@ -1,4 +1,5 @@
-//! The API access token (SPEC §4).
+//! The API's tokens (SPEC §4): the access token of Ticktok clients, and the operator token
+//! of the routes that change or copy the whole cluster.
 
 use std::fmt;
 
@@ -83,6 +84,25 @@ pub async fn require_token(
         next.run(request).await
     } else {
         ApiError::forbidden().into_response()
+    }
+}
+
+/// Middleware: 403 unless the request carries the operator token. The access token is not
+/// enough, and the answer says which token the route needs.
+pub async fn require_operator_token(
+    State(token): State<AccessToken>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if token.admits(&request) {
+        next.run(request).await
+    } else {
+        ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "this route needs the operator token (operator_token in the cluster file), not the \
+             access token: pass it in an `Authorization: Bearer <token>` header",
+        )
+        .into_response()
     }
 }
 

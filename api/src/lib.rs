@@ -7,12 +7,12 @@
 //!    413 and 415, in the JSON shape of SPEC §2.
 //! 2. A 64 KiB body limit, enforced before any parsing.
 //! 3. [`telemetry::observe`]: the request's span, and its count and latency by route.
-//! 4. [`auth::require_token`] on everything under `/api/v1` but the http channel's pop (the
-//!    queue id is the capability) and the OpenAPI document, and not on health; including the
-//!    admin routes: membership changes (`/api/v1/cluster/nodes`), `/api/v1/backup` and
-//!    `/api/v1/restore` (the one route with a larger body limit, see
-//!    [`routes::backup::MAX_RESTORE_BYTES`]); and on `/metrics` unless the cluster file turns
-//!    that off.
+//! 4. The credential check, by role (`auth`). The access token, which every Ticktok client
+//!    holds, on the clocks and the cluster's status; the operator token on membership changes
+//!    (`/api/v1/cluster/nodes`), `/api/v1/backup` and `/api/v1/restore` (the one route with a
+//!    larger body limit, see [`routes::backup::MAX_RESTORE_BYTES`]), and on `/metrics` unless
+//!    the cluster file opens it. None on the http channel's pop (the queue id is the
+//!    capability), the OpenAPI document and health.
 //! 5. The route's handler, which talks to the cluster only through [`tickd_raft::Replica`]:
 //!    writes are proposed (and forwarded to the leader when needed), reads are linearized
 //!    first and then served from this node's applied state.
@@ -74,11 +74,18 @@ pub struct AppState {
     pops: unanswered_pops::UnansweredPops,
     /// Renders this node's metrics for `GET /metrics`.
     pub metrics: RenderMetrics,
+    /// Whether this node's disk may take a new clock.
+    pub space: CheckSpace,
 }
 
 /// Renders this node's metrics in the Prometheus text format. Supplied by the binary, which
 /// installs the recorder, so that the API depends on the `metrics` facade alone.
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Whether this node may take on new data: `Err` says why not (its data directory is below
+/// its free-space reserve). Supplied by the binary, which knows the data directory, so that
+/// the API stays out of the filesystem.
+pub type CheckSpace = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 /// Settings of the API, fixed at start-up.
 #[derive(Clone, Debug)]
@@ -93,8 +100,10 @@ pub struct ApiConfig {
     pub rabbit_uri: Option<String>,
     /// The most clocks the cluster may hold.
     pub max_clocks: u64,
-    /// Whether `GET /metrics` needs the access token, like the API (the default), or is open
-    /// to any scraper that can reach the API address.
+    /// The operator token: membership changes, backup, restore and (unless open) metrics.
+    pub operator_token: AccessToken,
+    /// Whether `GET /metrics` needs the operator token (the default), or is open to any
+    /// scraper that can reach the API address.
     pub metrics_require_token: bool,
     /// The most long polls (`?wait=N`) that may wait at once on this node; more are answered
     /// at once (see [`polls::LongPolls`]).
@@ -108,9 +117,11 @@ pub fn router(
     queues: Option<Arc<dyn QueueDeclarer>>,
     polls: PollTracker,
     metrics: RenderMetrics,
+    space: CheckSpace,
 ) -> Router {
     let token = config.token.clone();
-    let (open_metrics, token_metrics) = if config.metrics_require_token {
+    let operator_token = config.operator_token.clone();
+    let (open_metrics, operator_metrics) = if config.metrics_require_token {
         (OpenApiRouter::new(), metrics_routes())
     } else {
         (metrics_routes(), OpenApiRouter::new())
@@ -123,11 +134,21 @@ pub fn router(
         polls,
         pops: unanswered_pops::UnansweredPops::default(),
         metrics,
+        space,
     };
-    let protected = token_routes()
-        .merge(token_metrics)
-        .layer(middleware::from_fn_with_state(token, auth::require_token));
-    let router: Router<AppState> = open_routes().merge(open_metrics).merge(protected).into();
+    let clients = token_routes().layer(middleware::from_fn_with_state(token, auth::require_token));
+    let operators =
+        operator_routes()
+            .merge(operator_metrics)
+            .layer(middleware::from_fn_with_state(
+                operator_token,
+                auth::require_operator_token,
+            ));
+    let router: Router<AppState> = open_routes()
+        .merge(open_metrics)
+        .merge(clients)
+        .merge(operators)
+        .into();
     router
         .fallback(unknown_path)
         .layer(middleware::from_fn(telemetry::observe))
@@ -143,6 +164,7 @@ fn all_routes() -> OpenApiRouter<AppState> {
         .merge(open_routes())
         .merge(metrics_routes())
         .merge(token_routes())
+        .merge(operator_routes())
 }
 
 /// Routes anyone may call: health for load balancers, the http channel's pop (the queue id is
@@ -154,23 +176,29 @@ fn open_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(openapi::document_json))
 }
 
-/// `/metrics`, open or behind the token as the cluster file says.
+/// `/metrics`, open or behind the operator token as the cluster file says.
 fn metrics_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(routes::metrics::metrics))
 }
 
-/// Routes that need the access token: the clocks, the cluster's status and membership, backup
-/// and restore (the one route with a larger body limit, see
-/// [`routes::backup::MAX_RESTORE_BYTES`]).
+/// Routes that need the access token, which every Ticktok client holds: the clocks and the
+/// cluster's status.
 fn token_routes() -> OpenApiRouter<AppState> {
-    let restore = OpenApiRouter::new()
-        .routes(routes!(routes::backup::restore))
-        .layer(DefaultBodyLimit::max(routes::backup::MAX_RESTORE_BYTES));
     OpenApiRouter::new()
         .routes(routes!(routes::clocks::list, routes::clocks::register))
         .routes(routes!(routes::clocks::get))
         .routes(routes!(routes::clocks::act))
         .routes(routes!(routes::cluster::cluster))
+}
+
+/// Routes that need the operator token: membership changes, backup and restore (the one
+/// route with a larger body limit, see [`routes::backup::MAX_RESTORE_BYTES`]). A client token
+/// that leaks cannot take over the cluster or read every queue id at once.
+fn operator_routes() -> OpenApiRouter<AppState> {
+    let restore = OpenApiRouter::new()
+        .routes(routes!(routes::backup::restore))
+        .layer(DefaultBodyLimit::max(routes::backup::MAX_RESTORE_BYTES));
+    OpenApiRouter::new()
         .routes(routes!(routes::cluster::add_node))
         .routes(routes!(routes::cluster::remove_node))
         .routes(routes!(routes::backup::backup))

@@ -75,7 +75,7 @@ pub async fn run(
     let queues = tickd_clocks.queues()?;
     let consumers = register_and_consume(http, cluster, rabbit, &tickd_clocks, &queues).await;
     let leader = cluster.leader().await.ok_or("the cluster has no leader")?;
-    let (api, token) = (cluster.api_url(leader), cluster.token());
+    let (api, token) = (cluster.api_url(leader), cluster.operator_token());
     let before = node_metrics::scrape(http, &api, token).await;
     let tickd = match consumers {
         Ok(consumers) => Ok(measure(consumers, queues.len(), window).await),

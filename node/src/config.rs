@@ -27,6 +27,11 @@ pub const DEFAULT_CLOCK_TTL: Duration = Duration::from_secs(120);
 pub const DEFAULT_CATCH_UP: Duration = Duration::from_secs(60);
 /// Default bound of an http queue, in ticks.
 pub const DEFAULT_HTTP_QUEUE_LIMIT: u64 = 1_000;
+/// Default free space, in MiB, below which a node refuses new clocks: room for a snapshot of
+/// a large registry and the log behind it.
+pub const DEFAULT_DISK_RESERVE_MB: u64 = 128;
+/// Bytes in a MiB.
+const MIB: u64 = 1 << 20;
 
 /// The API token of the sample `cluster.toml` in the repository: public, so refused when any
 /// address of the file is off loopback.
@@ -39,6 +44,7 @@ const SHIPPED_SECRET: &str = "change-me";
 #[serde(deny_unknown_fields)]
 struct ClusterFile {
     token: Option<String>,
+    operator_token: Option<String>,
     secret: String,
     rabbit_uri: Option<String>,
     snapshot_every: Option<u64>,
@@ -57,6 +63,7 @@ struct ClusterFile {
     raft_max_connections: Option<usize>,
     raft_max_connections_per_address: Option<usize>,
     raft_reserved_connections: Option<usize>,
+    disk_reserve_mb: Option<u64>,
     #[serde(default)]
     node: Vec<NodeEntry>,
 }
@@ -98,6 +105,8 @@ pub struct NodeConfig {
     pub dial: BTreeMap<NodeId, String>,
     /// The configured API token; `None` means "from the environment or generated".
     pub token: Option<String>,
+    /// The configured operator token; `None` means "from the environment or generated".
+    pub operator_token: Option<String>,
     /// The node-to-node secret; `None` means "generated" (single node only).
     pub secret: Option<String>,
     /// The RabbitMQ URI for the rabbit channel; `None` selects the http channel.
@@ -116,6 +125,8 @@ pub struct NodeConfig {
     pub api_limits: ListenerLimits,
     /// Timeouts and connection caps of the Raft listener, with the members' reserve.
     pub raft_limits: ListenerLimits,
+    /// Free bytes below which the node refuses new clocks.
+    pub disk_reserve_bytes: u64,
     /// The tick engine's settings.
     pub engine: tickd_engine::EngineConfig,
 }
@@ -189,6 +200,7 @@ impl NodeConfig {
             join: false,
             dial: BTreeMap::new(),
             token: None,
+            operator_token: None,
             secret: None,
             rabbit_uri: None,
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
@@ -208,6 +220,7 @@ impl NodeConfig {
                 listener::DEFAULT_RAFT_RESERVED_FOR_MEMBERS,
                 HashSet::from([raft.ip()]),
             ),
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_MB * MIB,
             engine: default_engine(),
         }
     }
@@ -383,6 +396,30 @@ fn check_credentials(file: &ClusterFile, addresses: &[SocketAddr]) -> Result<(),
     Ok(())
 }
 
+/// The operator token may change the membership and copy every queue id: it must exist on
+/// every node of a cluster (a generated one would differ per node) and must not be the access
+/// token, which every client holds.
+fn check_operator_token(file: &ClusterFile) -> Result<(), Problem> {
+    match &file.operator_token {
+        Some(operator) if operator.is_empty() => Err(Problem::Invalid(
+            "`operator_token` is empty; remove it or set a value".into(),
+        )),
+        Some(operator) if file.token.as_ref() == Some(operator) => Err(Problem::Invalid(
+            "`operator_token` is the same as `token`: every client would be an operator. Set \
+             `operator_token` to a long random value of its own (e.g. from `openssl rand -hex \
+             24`) and give it only to operators"
+                .into(),
+        )),
+        None if file.node.len() > 1 => Err(Problem::Invalid(format!(
+            "it describes {} nodes but sets no `operator_token`: membership changes, backup and \
+             restore need one token for the whole cluster. Add `operator_token = \"...\"` (a \
+             long random value, e.g. from `openssl rand -hex 24`, other than `token`)",
+            file.node.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 enum Problem {
     Invalid(String),
     UnknownNode(String),
@@ -439,6 +476,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     }
     let listed: Vec<SocketAddr> = addresses.iter().copied().collect();
     check_credentials(&file, &listed)?;
+    check_operator_token(&file)?;
     if members.is_empty() {
         return Err(Problem::Invalid(
             "every [[node]] has `join = true`; the nodes that form the cluster must not".into(),
@@ -482,6 +520,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         join: me.join,
         dial,
         token: file.token,
+        operator_token: file.operator_token,
         secret: Some(file.secret),
         rabbit_uri: file.rabbit_uri,
         snapshot_every: file
@@ -495,6 +534,13 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         metrics_require_token: file.metrics_require_token.unwrap_or(true),
         api_limits,
         raft_limits,
+        disk_reserve_bytes: file
+            .disk_reserve_mb
+            .unwrap_or(DEFAULT_DISK_RESERVE_MB)
+            .checked_mul(MIB)
+            .ok_or_else(|| {
+                Problem::Invalid("`disk_reserve_mb` is larger than any disk".to_owned())
+            })?,
         engine: tickd_engine::EngineConfig {
             clock_ttl: file
                 .clock_ttl_ms
@@ -513,6 +559,7 @@ mod tests {
 
     const THREE_NODES: &str = r#"
         token = "ticktok-zY3wpR"
+        operator_token = "operator-sample"
         secret = "change-me"
         [[node]]
         id = 1
@@ -618,6 +665,27 @@ mod tests {
         let nobody = THREE_NODES.replace("data_dir = ", "join = true\n        data_dir = ");
         let error = load(&nobody, 1).expect_err("no founding member");
         assert!(error.to_string().contains("join = true"), "{error}");
+    }
+
+    #[test]
+    fn the_disk_reserve_is_read_in_mib_and_an_overflowing_one_is_refused() {
+        let config = load(THREE_NODES, 1).expect("a valid file");
+        assert_eq!(config.disk_reserve_bytes, DEFAULT_DISK_RESERVE_MB << 20);
+        let small = load(
+            &THREE_NODES.replace("secret =", "disk_reserve_mb = 3\nsecret ="),
+            1,
+        )
+        .expect("a valid file");
+        assert_eq!(small.disk_reserve_bytes, 3 << 20);
+        let error = load(
+            &THREE_NODES.replace(
+                "secret =",
+                &format!("disk_reserve_mb = {}\nsecret =", u64::MAX >> 1),
+            ),
+            1,
+        )
+        .expect_err("refused");
+        assert!(error.to_string().contains("disk_reserve_mb"), "{error}");
     }
 
     #[test]

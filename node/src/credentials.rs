@@ -1,8 +1,13 @@
-//! Where the API token and the cluster secret come from (SPEC §4).
+//! Where the API tokens and the cluster secret come from (SPEC §4).
 //!
-//! The token: `ACCESS_TOKEN` wins, then `token` in the cluster file; with neither, a random
-//! token is generated on first start and kept in the data directory, so it survives restarts
-//! and an operator can read it there. Only the file's path is ever logged.
+//! Two tokens, by role. The access token is the one every Ticktok client holds: it may
+//! register, list, act on clocks and read the cluster's status. The operator token may also
+//! change the membership, take and restore backups and (by default) read the metrics. Each
+//! comes from its environment variable (`ACCESS_TOKEN`, `OPERATOR_TOKEN`), else from the
+//! cluster file (`token`, `operator_token`); a single node with neither generates a random
+//! one on first start and keeps it in its data directory (`access-token`, `operator-token`),
+//! so it survives restarts and an operator can read it there. Only the file's path is ever
+//! logged.
 
 use std::fmt;
 use std::io::Write;
@@ -14,11 +19,38 @@ use rand::distr::Alphanumeric;
 /// Length of a generated token or secret: 32 alphanumeric characters, about 190 bits.
 const GENERATED_LENGTH: usize = 32;
 
+/// Which of the two API tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The clients' token (Ticktok's `ACCESS_TOKEN`).
+    Client,
+    /// The operators' token: membership, backup, restore, metrics.
+    Operator,
+}
+
+impl Role {
+    /// The environment variable that sets this token.
+    pub fn variable(self) -> &'static str {
+        match self {
+            Role::Client => "ACCESS_TOKEN",
+            Role::Operator => "OPERATOR_TOKEN",
+        }
+    }
+
+    /// The file in the data directory that keeps a generated token.
+    fn file_name(self) -> &'static str {
+        match self {
+            Role::Client => "access-token",
+            Role::Operator => "operator-token",
+        }
+    }
+}
+
 /// Where the token in force came from, for the start-up log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// The `ACCESS_TOKEN` environment variable.
-    Environment,
+    /// Its environment variable.
+    Environment(&'static str),
     /// The cluster file.
     ClusterFile,
     /// A file in the data directory (generated on first start).
@@ -28,26 +60,28 @@ pub enum Origin {
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Origin::Environment => f.write_str("the ACCESS_TOKEN environment variable"),
+            Origin::Environment(variable) => write!(f, "the {variable} environment variable"),
             Origin::ClusterFile => f.write_str("the cluster file"),
             Origin::Stored(path) => write!(f, "{}", path.display()),
         }
     }
 }
 
-/// Picks the API token: `from_env`, else `configured`, else the one stored under `data_dir`.
-pub fn access_token(
+/// Picks the token of `role`: `from_env`, else `configured`, else the one stored under
+/// `data_dir`.
+pub fn token(
+    role: Role,
     from_env: Option<String>,
     configured: Option<String>,
     data_dir: &Path,
 ) -> std::io::Result<(String, Origin)> {
     if let Some(token) = from_env.filter(|token| !token.is_empty()) {
-        return Ok((token, Origin::Environment));
+        return Ok((token, Origin::Environment(role.variable())));
     }
     if let Some(token) = configured {
         return Ok((token, Origin::ClusterFile));
     }
-    let path = data_dir.join("access-token");
+    let path = data_dir.join(role.file_name());
     Ok((stored_or_generated(&path)?, Origin::Stored(path)))
 }
 
@@ -93,12 +127,22 @@ mod tests {
     #[test]
     fn environment_wins_then_file_then_stored() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let from_env = access_token(Some("env".into()), Some("file".into()), dir.path());
+        let from_env = token(
+            Role::Client,
+            Some("env".into()),
+            Some("file".into()),
+            dir.path(),
+        );
         assert_eq!(
             from_env.expect("a token"),
-            ("env".into(), Origin::Environment)
+            ("env".into(), Origin::Environment("ACCESS_TOKEN"))
         );
-        let from_file = access_token(Some(String::new()), Some("file".into()), dir.path());
+        let from_file = token(
+            Role::Client,
+            Some(String::new()),
+            Some("file".into()),
+            dir.path(),
+        );
         assert_eq!(
             from_file.expect("a token"),
             ("file".into(), Origin::ClusterFile)
@@ -106,12 +150,15 @@ mod tests {
     }
 
     #[test]
-    fn a_generated_token_is_kept_across_restarts() {
+    fn a_generated_token_is_kept_across_restarts_one_per_role() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let (first, origin) = access_token(None, None, dir.path()).expect("generated");
+        let (first, origin) = token(Role::Client, None, None, dir.path()).expect("generated");
         assert_eq!(first.len(), GENERATED_LENGTH);
         assert!(matches!(origin, Origin::Stored(_)));
-        let (second, _) = access_token(None, None, dir.path()).expect("read back");
+        let (second, _) = token(Role::Client, None, None, dir.path()).expect("read back");
         assert_eq!(first, second);
+        let (operator, origin) = token(Role::Operator, None, None, dir.path()).expect("generated");
+        assert_ne!(operator, first, "the roles never share a token");
+        assert_eq!(origin, Origin::Stored(dir.path().join("operator-token")));
     }
 }

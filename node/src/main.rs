@@ -22,6 +22,10 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::NodeConfig;
 
+/// How long the process waits for blocking tasks (fsyncs, snapshot writes) once the node has
+/// stopped, before it exits regardless.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A replicated clock service: register a clock, receive its ticks, exactly once.
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
@@ -63,9 +67,11 @@ fn main() -> ExitCode {
         .and_then(|config| {
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|error| format!("cannot start the async runtime: {error}"))?;
-            runtime
-                .block_on(node::run(config))
-                .map_err(|error| error.to_string())
+            let result = runtime.block_on(node::run(config));
+            // A node leaving on a fault may have a blocking task stuck on its disk (an fsync
+            // that never returns): exit anyway instead of waiting for it.
+            runtime.shutdown_timeout(SHUTDOWN_GRACE);
+            result.map_err(|error| error.to_string())
         });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,18 +3,19 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use tickd_api::{AccessToken, ApiConfig, PollTracker, QueueDeclarer};
+use tickd_api::{AccessToken, ApiConfig, CheckSpace, PollTracker, QueueDeclarer};
 use tickd_engine::Broker;
 use tickd_raft::network::{PeerNetwork, PeerTransport};
 use tickd_raft::secret::ClusterSecret;
 use tickd_raft::{Raft, Replica};
+use tickd_storage::DiskReserve;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 use crate::bootstrap;
 use crate::config::NodeConfig;
-use crate::credentials;
+use crate::credentials::{self, Role};
 use crate::listener::{self, Listener, ListenerLimits};
 use crate::telemetry;
 
@@ -51,9 +52,23 @@ pub enum NodeError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The access token and the operator token are the same: every client would be an operator.
+    #[error(
+        "the operator token is the same as the access token (check OPERATOR_TOKEN and \
+         ACCESS_TOKEN): every client would be an operator; give the operator token a value of \
+         its own"
+    )]
+    SameTokens,
     /// The metrics recorder could not be installed.
     #[error("cannot install the metrics recorder: {0}")]
     Metrics(#[from] metrics_exporter_prometheus::BuildError),
+    /// openraft's core stopped on an error (a storage fault such as ENOSPC or EIO). It does not
+    /// restart by itself; the node exits so that its supervisor restarts it.
+    #[error(
+        "the consensus core stopped: {0}; exiting so that a restart recovers from the durable \
+         log (check the data directory's disk: space, permissions, I/O errors)"
+    )]
+    CoreFailed(String),
     /// A server or signal handler failed.
     #[error("{what} failed: {source}")]
     Serve {
@@ -74,12 +89,23 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         source,
     };
     tickd_storage::create_durable_dir(&data_dir).map_err(data_dir_error)?;
-    let (token, origin) = credentials::access_token(
-        std::env::var("ACCESS_TOKEN").ok(),
+    let (token, origin) = credentials::token(
+        Role::Client,
+        std::env::var(Role::Client.variable()).ok(),
         config.token.clone(),
         &data_dir,
     )
     .map_err(data_dir_error)?;
+    let (operator_token, operator_origin) = credentials::token(
+        Role::Operator,
+        std::env::var(Role::Operator.variable()).ok(),
+        config.operator_token.clone(),
+        &data_dir,
+    )
+    .map_err(data_dir_error)?;
+    if operator_token == token {
+        return Err(NodeError::SameTokens);
+    }
     let secret =
         credentials::cluster_secret(config.secret.clone(), &data_dir).map_err(data_dir_error)?;
 
@@ -108,7 +134,12 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let (stop, stopped) = watch::channel(false);
     let raft_server = serve(
         raft_listener,
-        tickd_raft::rpc::router(raft.clone(), ClusterSecret::new(secret), transport),
+        tickd_raft::rpc::router(
+            raft.clone(),
+            ClusterSecret::new(secret),
+            transport,
+            config.raft.to_string(),
+        ),
         Listener::Raft,
         config.raft_limits.clone(),
         stopped.clone(),
@@ -129,6 +160,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         .map(|broker| Arc::new(RabbitQueues(broker)) as Arc<dyn QueueDeclarer>);
     let api = ApiConfig {
         token: AccessToken::new(token),
+        operator_token: AccessToken::new(operator_token),
         public_url: config.public_url.clone(),
         api_address: config.api.to_string(),
         rabbit_uri,
@@ -137,8 +169,13 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         max_long_polls: config.max_long_polls,
     };
     let polls = PollTracker::default();
+    let reserve = DiskReserve::new(data_dir.clone(), config.disk_reserve_bytes);
+    let space = {
+        let reserve = reserve.clone();
+        Arc::new(move || reserve.check().map_err(|error| error.to_string())) as CheckSpace
+    };
     let render = telemetry::renderer(metrics.clone(), replica.state().clone());
-    let router = tickd_api::router(replica.clone(), api, declarer, polls.clone(), render);
+    let router = tickd_api::router(replica.clone(), api, declarer, polls.clone(), render, space);
     let api_server = serve(
         api_listener,
         router,
@@ -152,7 +189,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         stopped.clone(),
     ));
     tokio::spawn(tickd_raft::telemetry::watch(raft.clone(), stopped.clone()));
-    tokio::spawn(telemetry::upkeep(metrics, stopped.clone()));
+    tokio::spawn(telemetry::upkeep(metrics, reserve, stopped.clone()));
     tokio::spawn(tickd_engine::run(
         replica.clone(),
         broker,
@@ -173,10 +210,20 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         raft = %config.raft,
         data_dir = %data_dir.display(),
         token_from = %origin,
-        "tickd is running; the API access token is in {origin}"
+        operator_token_from = %operator_origin,
+        "tickd is running; the API access token is in {origin}, the operator token in \
+         {operator_origin}"
     );
 
-    wait_for_shutdown_signal().await?;
+    tokio::select! {
+        signalled = wait_for_shutdown_signal() => signalled?,
+        fatal = tickd_raft::failure::core_failed(&raft) => {
+            // Health already answers DOWN (it reads the same state). Nothing is flushed or
+            // drained: whatever was acknowledged is on disk, and a restart replays the log.
+            tracing::error!(error = %fatal, "the consensus core stopped; exiting");
+            return Err(NodeError::CoreFailed(fatal.to_string()));
+        }
+    }
     tracing::info!("shutting down");
     let _ = stop.send(true);
     if let Err(error) = raft.shutdown().await {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tickd_api::RenderMetrics;
 use tickd_raft::StateHandle;
+use tickd_storage::DiskReserve;
 use tokio::sync::watch;
 
 /// Bucket bounds, in seconds, of every duration histogram, from a sub-millisecond fsync to a
@@ -53,13 +54,19 @@ pub fn renderer(handle: PrometheusHandle, state: StateHandle) -> RenderMetrics {
     })
 }
 
-/// Runs the recorder's upkeep until `stop` turns true.
-pub async fn upkeep(handle: PrometheusHandle, mut stop: watch::Receiver<bool>) {
+/// Runs the recorder's upkeep, and measures the data directory's free space, until `stop`
+/// turns true.
+pub async fn upkeep(handle: PrometheusHandle, disk: DiskReserve, mut stop: watch::Receiver<bool>) {
     let mut ticks = tokio::time::interval(UPKEEP_EVERY);
     loop {
         tokio::select! {
             _ = stop.wait_for(|stop| *stop) => return,
-            _ = ticks.tick() => handle.run_upkeep(),
+            _ = ticks.tick() => {
+                handle.run_upkeep();
+                if let Err(error) = disk.free_bytes() {
+                    tracing::warn!(%error, "cannot measure the data directory's free space");
+                }
+            }
         }
     }
 }

@@ -23,6 +23,10 @@
 //!   (`batching`), so one append, fsync and replication round carries many of them.
 //! * [`telemetry`]: this node's role, term and indexes, forwarded requests and the replicated
 //!   state's size, as metrics.
+//! * [`failure`]: tells when openraft's core stopped on an error, so that the node reports
+//!   DOWN and exits instead of lingering.
+//! * [`proof`]: how a node proves it holds the cluster secret without anyone sending it to an
+//!   unproven address (the first contact when a node is added).
 //! * [`membership`]: adds (learner first, then voter) and removes members at runtime, on the
 //!   leader, reached through the same forwarding as writes.
 //!
@@ -40,8 +44,10 @@
 //! API together. Below: `tickd-domain`, the pure registry this state machine replicates.
 
 mod batching;
+pub mod failure;
 pub mod membership;
 pub mod network;
+pub mod proof;
 pub mod replica;
 pub mod rpc;
 pub mod secret;

@@ -9,7 +9,9 @@
 //!   snapshot); only then does openraft's `change_membership` make it a voter, through a
 //!   joint configuration. A node that has not caught up never counts toward a quorum, so a
 //!   slow newcomer cannot stall commits. The node must be running before it is added: the
-//!   leader asks it who it is first, so that a typo in an address fails at once.
+//!   leader asks it who it is first, so that a typo in an address fails at once, and that
+//!   question is a challenge the node must answer with a proof of the cluster secret
+//!   ([`crate::proof`]): nothing secret is sent to an address before it has proven itself.
 //! * **Remove** takes a voter out through a joint configuration as well (openraft's
 //!   `change_membership` commits `C(old, new)` and then `C(new)`). Removing the leader is
 //!   allowed: it keeps leading until `C(new)` commits, then steps down, and the remaining
@@ -27,8 +29,8 @@ use openraft::error::{ClientWriteError, ForwardToLeader, RaftError};
 use openraft::{ChangeMembers, Membership, ServerState};
 use serde::{Deserialize, Serialize};
 
-use crate::network::{PeerTransport, STATUS_PATH};
-use crate::status::NodeStatus;
+use crate::network::PeerTransport;
+use crate::proof::Challenge;
 use crate::{NodeAddr, NodeId, Raft};
 
 /// How long the leader waits for a new learner to catch up before giving up on promoting it.
@@ -123,6 +125,20 @@ pub enum MembershipError {
         /// The Raft address that was tried.
         address: String,
         /// What the transport reported.
+        reason: String,
+    },
+    /// What answers on the new node's Raft address does not prove it holds the cluster secret.
+    #[error(
+        "the node at {address} did not prove it belongs to this cluster: {reason}; nothing was \
+         sent to it. Check that node {id} runs with this cluster's `secret` and advertises \
+         this Raft address"
+    )]
+    Unproven {
+        /// The requested id.
+        id: NodeId,
+        /// The Raft address that was tried.
+        address: String,
+        /// Why the proof failed.
         reason: String,
     },
     /// Another node answers on the new node's Raft address.
@@ -225,8 +241,13 @@ async fn add(
         return refused(MembershipError::AddressTaken { address, owner });
     }
     let address = transport.address_of(id, &node).to_string();
-    let status: Result<NodeStatus, _> = transport.get(&address, STATUS_PATH, PROBE_TIMEOUT).await;
-    match status {
+    // The first contact carries no credential: the node proves it holds the secret before
+    // any request that carries it (or the log) goes to its address.
+    let challenge = Challenge::new();
+    let status = match transport
+        .challenge(&address, &challenge, PROBE_TIMEOUT)
+        .await
+    {
         Err(error) => {
             return refused(MembershipError::Unreachable {
                 id,
@@ -234,14 +255,24 @@ async fn add(
                 reason: with_causes(&error),
             });
         }
-        Ok(status) if status.id != id => {
-            return refused(MembershipError::WrongNode {
-                id,
-                address,
-                actual: status.id,
-            });
-        }
-        Ok(_) => {}
+        Ok(proof) => match proof.verify(transport.secret(), &challenge, &node.raft) {
+            Ok(()) => proof.status,
+            Err(error) => {
+                tracing::warn!(node = id, %address, %error, "a node to add failed its proof");
+                return refused(MembershipError::Unproven {
+                    id,
+                    address,
+                    reason: error.to_string(),
+                });
+            }
+        },
+    };
+    if status.id != id {
+        return refused(MembershipError::WrongNode {
+            id,
+            address,
+            actual: status.id,
+        });
     }
     tracing::info!(node = id, %node, "adding a learner");
     match tokio::time::timeout(CATCH_UP_TIMEOUT, raft.add_learner(id, node, true)).await {

@@ -19,6 +19,7 @@ use openraft::raft::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
 use crate::{NodeAddr, NodeId, TypeConfig};
 
@@ -177,7 +178,7 @@ impl PeerTransport {
         Resp: DeserializeOwned,
     {
         let request = self.client.post(format!("http://{addr}{path}")).json(body);
-        self.send(addr, request, timeout).await
+        self.send(addr, self.authenticated(request), timeout).await
     }
 
     /// GETs `http://{addr}{path}` and decodes the JSON answer.
@@ -191,7 +192,31 @@ impl PeerTransport {
         Resp: DeserializeOwned,
     {
         let request = self.client.get(format!("http://{addr}{path}"));
+        self.send(addr, self.authenticated(request), timeout).await
+    }
+
+    /// Asks the node at `addr` to prove that it holds the cluster secret. The one request
+    /// sent without the secret: the node has not yet shown it belongs (see [`crate::proof`]).
+    pub async fn challenge(
+        &self,
+        addr: &str,
+        challenge: &Challenge,
+        timeout: Duration,
+    ) -> Result<Proof, TransportError> {
+        let request = self
+            .client
+            .post(format!("http://{addr}{PROOF_PATH}"))
+            .json(challenge);
         self.send(addr, request, timeout).await
+    }
+
+    /// The secret this node's requests carry, to check a peer's proof against.
+    pub(crate) fn secret(&self) -> &ClusterSecret {
+        &self.secret
+    }
+
+    fn authenticated(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        request.header(SECRET_HEADER, self.secret.expose())
     }
 
     async fn send<Resp: DeserializeOwned>(
@@ -208,12 +233,7 @@ impl PeerTransport {
                 TransportError::Unreachable { addr, source }
             }
         };
-        let mut response = request
-            .header(SECRET_HEADER, self.secret.expose())
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(unreachable)?;
+        let mut response = request.timeout(timeout).send().await.map_err(unreachable)?;
         let status = response.status();
         if !status.is_success() {
             // A refusal's message is for a log line: its first bytes are enough.

@@ -1,7 +1,9 @@
 //! The server side of node-to-node traffic: an axum router for the node's Raft address.
 //!
 //! Each handler is a thin adapter around one `Raft` call. The secret check runs as middleware
-//! before any body is read, so an unauthenticated request cannot reach openraft.
+//! before any body is read, so an unauthenticated request cannot reach openraft. One route
+//! takes no secret: the membership proof ([`crate::proof`]), which a leader asks of a node
+//! before it trusts the node's address with the secret, and which answers with a MAC only.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -11,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::{LogId, Vote};
 use serde::Serialize;
 use tickd_domain::Command;
 use tracing::{Span, field};
@@ -20,6 +23,7 @@ use crate::network::{
     APPEND_PATH, MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH,
     VOTE_PATH, WRITE_PATH,
 };
+use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
 use crate::status::NodeStatus;
 use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
@@ -28,9 +32,22 @@ use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
 /// (1 MiB, see [`crate::timing`]), with generous room for JSON overhead.
 pub const MAX_RPC_BODY_BYTES: usize = 64 * 1024 * 1024;
 
+/// The most bytes of a membership challenge: a few dozen, with room for JSON.
+const MAX_CHALLENGE_BYTES: usize = 1024;
+
 /// The router of a node's Raft address. `transport` lets the leader reach a node it is asked
-/// to add before that node is a member.
-pub fn router(raft: Raft, secret: ClusterSecret, transport: PeerTransport) -> Router {
+/// to add before that node is a member; `raft_address` is this node's advertised Raft
+/// address, which its membership proof binds.
+pub fn router(
+    raft: Raft,
+    secret: ClusterSecret,
+    transport: PeerTransport,
+    raft_address: String,
+) -> Router {
+    let proof = Router::new()
+        .route(PROOF_PATH, post(prove))
+        .layer(DefaultBodyLimit::max(MAX_CHALLENGE_BYTES))
+        .with_state((raft.clone(), secret.clone(), raft_address));
     Router::new()
         .route(
             MEMBERSHIP_PATH,
@@ -45,6 +62,7 @@ pub fn router(raft: Raft, secret: ClusterSecret, transport: PeerTransport) -> Ro
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(secret, require_secret))
         .with_state(raft)
+        .merge(proof)
 }
 
 async fn require_secret(
@@ -93,25 +111,60 @@ fn reply<T: Serialize>(value: T) -> Response {
     Json(value).into_response()
 }
 
+/// The largest term or log index a real peer can send. A term grows by one per election
+/// round (at most a few per second), an index by one per entry: neither reaches 2^62 in the
+/// life of any cluster. A larger one comes from a forged or corrupted request, and honouring
+/// it would leave the cluster at a term where `term + 1` overflows.
+pub const MAX_PLAUSIBLE: u64 = 1 << 62;
+
+/// Refuses a vote, or a log position, that no real peer could send.
+fn plausible(vote: &Vote<NodeId>, log_ids: &[Option<LogId<NodeId>>]) -> Result<(), Refusal> {
+    let term = vote.leader_id().get_term();
+    let index = log_ids.iter().flatten().map(|log_id| log_id.index).max();
+    let term_of_log = log_ids
+        .iter()
+        .flatten()
+        .map(|log_id| log_id.leader_id.term)
+        .max();
+    let largest = [Some(term), index, term_of_log].into_iter().flatten().max();
+    match largest {
+        Some(largest) if largest >= MAX_PLAUSIBLE => Err(Refusal {
+            status: StatusCode::BAD_REQUEST,
+            message: format!(
+                "term or log index {largest} is beyond what any peer can reach ({MAX_PLAUSIBLE})"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 async fn append(
     State(raft): State<Raft>,
     body: Result<Json<AppendEntriesRequest<TypeConfig>>, JsonRejection>,
 ) -> Result<Response, Refusal> {
-    Ok(reply(raft.append_entries(parsed(body)?).await))
+    let request = parsed(body)?;
+    let mut log_ids = vec![request.prev_log_id, request.leader_commit];
+    log_ids.extend(request.entries.iter().map(|entry| Some(entry.log_id)));
+    plausible(&request.vote, &log_ids)?;
+    Ok(reply(raft.append_entries(request).await))
 }
 
 async fn vote(
     State(raft): State<Raft>,
     body: Result<Json<VoteRequest<NodeId>>, JsonRejection>,
 ) -> Result<Response, Refusal> {
-    Ok(reply(raft.vote(parsed(body)?).await))
+    let request = parsed(body)?;
+    plausible(&request.vote, &[request.last_log_id])?;
+    Ok(reply(raft.vote(request).await))
 }
 
 async fn snapshot(
     State(raft): State<Raft>,
     body: Result<Json<InstallSnapshotRequest<TypeConfig>>, JsonRejection>,
 ) -> Result<Response, Refusal> {
-    Ok(reply(raft.install_snapshot(parsed(body)?).await))
+    let request = parsed(body)?;
+    plausible(&request.vote, &[request.meta.last_log_id])?;
+    Ok(reply(raft.install_snapshot(request).await))
 }
 
 /// A command forwarded by a follower — often a `Command::Batch` of the writes that queued up
@@ -161,6 +214,57 @@ async fn read_index(State(raft): State<Raft>) -> Response {
     reply(answer)
 }
 
+/// Answers a leader's challenge with this node's status and proof of the secret. Asked
+/// without credentials: the answer reveals nothing a listener could reuse (see
+/// [`crate::proof`]).
+async fn prove(
+    State((raft, secret, raft_address)): State<(Raft, ClusterSecret, String)>,
+    body: Result<Json<Challenge>, JsonRejection>,
+) -> Result<Response, Refusal> {
+    let challenge = parsed(body)?;
+    if !challenge.is_well_formed() {
+        return Err(Refusal {
+            status: StatusCode::BAD_REQUEST,
+            message: "a challenge is 64 hexadecimal digits".to_owned(),
+        });
+    }
+    let status = NodeStatus::from_metrics(&raft.metrics().borrow());
+    Ok(reply(Proof::answer(
+        &secret,
+        &challenge,
+        status,
+        raft_address,
+    )))
+}
+
 async fn status(State(raft): State<Raft>) -> Response {
     reply(NodeStatus::from_metrics(&raft.metrics().borrow()))
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+
+    fn log_id(term: u64, index: u64) -> Option<LogId<NodeId>> {
+        Some(LogId::new(CommittedLeaderId::new(term, 1), index))
+    }
+
+    #[test]
+    fn a_term_or_index_no_peer_can_reach_is_refused() {
+        let vote = |term| Vote::new(term, 1);
+        assert!(plausible(&vote(7), &[log_id(7, 1_000_000), None]).is_ok());
+        assert!(plausible(&vote(MAX_PLAUSIBLE - 1), &[]).is_ok());
+        for (vote, log) in [
+            (vote(MAX_PLAUSIBLE), None),
+            (vote(u64::MAX), None),
+            (vote(3), log_id(3, u64::MAX)),
+            (vote(3), log_id(MAX_PLAUSIBLE, 5)),
+        ] {
+            let refusal = plausible(&vote, &[log]).expect_err("refused");
+            assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
+            assert!(refusal.message.contains("beyond"), "{}", refusal.message);
+        }
+    }
 }

@@ -55,6 +55,7 @@
 mod keys;
 mod log_store;
 mod snapshot_file;
+mod space;
 mod state_machine;
 pub mod telemetry;
 pub mod wal_sync;
@@ -66,6 +67,7 @@ use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Options};
 use tickd_raft::StateHandle;
 
 pub use log_store::{LogReader, LogStore};
+pub use space::{DiskReserve, SpaceError};
 pub use state_machine::{SnapshotBuilder, StateMachine};
 
 /// Why the storage could not be opened.

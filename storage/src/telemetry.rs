@@ -20,6 +20,8 @@ pub const COMMIT_INDEX: &str = "tickd_raft_commit_index";
 pub const SNAPSHOTS: &str = "tickd_raft_snapshots_total";
 /// The size of the latest snapshot this node built or installed.
 pub const SNAPSHOT_SIZE: &str = "tickd_raft_snapshot_size_bytes";
+/// The bytes still free for tickd in the data directory's filesystem.
+pub const FREE_BYTES: &str = "tickd_data_dir_free_bytes";
 
 /// Where a snapshot came from.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +71,11 @@ pub fn describe() {
         Unit::Bytes,
         "The size of the latest snapshot this node built or installed"
     );
+    describe_gauge!(
+        FREE_BYTES,
+        Unit::Bytes,
+        "The bytes still free for tickd in the filesystem of the data directory"
+    );
     // The exporter renders a metric only once it has been recorded; a node that has not yet
     // appended, committed or snapshotted must still export these, so that dashboards and
     // alerts see zero rather than nothing. Incrementing by zero keeps a value recorded
@@ -101,6 +108,11 @@ pub(crate) fn record_committed(index: u64) {
 pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: u64) {
     counter!(SNAPSHOTS, "origin" => origin.label()).increment(1);
     record_snapshot_size(bytes);
+}
+
+/// Records the free space of the data directory.
+pub(crate) fn record_free_bytes(bytes: u64) {
+    gauge!(FREE_BYTES).set(bytes as f64);
 }
 
 /// Records the size of the latest snapshot, also the one found on disk at start-up.

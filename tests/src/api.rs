@@ -84,6 +84,12 @@ pub fn authed(cluster: &TestCluster, method: Method, node: NodeId, path: &str) -
     anonymous(cluster, method, node, path).bearer_auth(cluster.token())
 }
 
+/// A request to `path` (with any query) on a node, with the operator token: membership
+/// changes, backup, restore and metrics.
+pub fn operator(cluster: &TestCluster, method: Method, node: NodeId, path: &str) -> RequestBuilder {
+    anonymous(cluster, method, node, path).bearer_auth(cluster.operator_token())
+}
+
 /// A request to `path` (with any query) on a node, without a token.
 pub fn anonymous(
     cluster: &TestCluster,
@@ -196,13 +202,13 @@ pub async fn add_node(cluster: &TestCluster, via: NodeId, id: NodeId) -> Reply {
         "api": cluster.api_addr(id).to_string(),
         "raft": cluster.raft_addr(id).to_string(),
     });
-    let request = authed(cluster, Method::POST, via, NODES_PATH).json(&body);
+    let request = operator(cluster, Method::POST, via, NODES_PATH).json(&body);
     send(request.timeout(MEMBERSHIP_TIMEOUT)).await
 }
 
 /// `DELETE /api/v1/cluster/nodes/{id}` on node `via`.
 pub async fn remove_node(cluster: &TestCluster, via: NodeId, id: NodeId) -> Reply {
-    let request = authed(cluster, Method::DELETE, via, &format!("{NODES_PATH}/{id}"));
+    let request = operator(cluster, Method::DELETE, via, &format!("{NODES_PATH}/{id}"));
     send(request.timeout(MEMBERSHIP_TIMEOUT)).await
 }
 

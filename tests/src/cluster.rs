@@ -125,6 +125,7 @@ pub struct TestClusterBuilder {
     max_clocks: Option<u64>,
     clock_ttl_ms: Option<u64>,
     metrics_require_token: Option<bool>,
+    settings: Vec<(String, String)>,
     env: Vec<(String, String)>,
     initially_down: BTreeSet<NodeId>,
     joining: BTreeSet<NodeId>,
@@ -143,6 +144,7 @@ impl Default for TestClusterBuilder {
             max_clocks: None,
             clock_ttl_ms: None,
             metrics_require_token: None,
+            settings: Vec::new(),
             link_proxies: false,
             env: Vec::new(),
             initially_down: BTreeSet::new(),
@@ -189,6 +191,13 @@ impl TestClusterBuilder {
     /// node's default (it does).
     pub fn metrics_require_token(mut self, required: bool) -> Self {
         self.metrics_require_token = Some(required);
+        self
+    }
+
+    /// A top-level key of the cluster file without a builder method of its own, with its value
+    /// in TOML syntax (`.setting("disk_reserve_mb", "4")`).
+    pub fn setting(mut self, key: impl Into<String>, toml_value: impl Into<String>) -> Self {
+        self.settings.push((key.into(), toml_value.into()));
         self
     }
 
@@ -267,6 +276,7 @@ impl TestClusterBuilder {
         config.max_clocks = self.max_clocks;
         config.clock_ttl_ms = self.clock_ttl_ms;
         config.metrics_require_token = self.metrics_require_token;
+        config.settings = self.settings;
         for node in &mut config.nodes {
             node.join = self.joining.contains(&node.id);
             if let Some(root) = &self.data_root {
@@ -500,6 +510,18 @@ impl TestCluster {
     /// The access token.
     pub fn token(&self) -> &str {
         &self.config.token
+    }
+
+    /// The operator token: membership changes, backup, restore and metrics need it.
+    ///
+    /// # Panics
+    ///
+    /// When the cluster file was written without one.
+    pub fn operator_token(&self) -> &str {
+        self.config
+            .operator_token
+            .as_deref()
+            .expect("this test cluster has no operator token")
     }
 
     /// The ids of all members, running or not, in ascending order.

@@ -13,6 +13,9 @@ use crate::cluster::NodeId;
 /// The access token of every test cluster unless a test sets another.
 pub const TEST_TOKEN: &str = "test-token";
 
+/// The operator token of every test cluster: membership, backup, restore, metrics.
+pub const TEST_OPERATOR_TOKEN: &str = "test-operator-token";
+
 /// The node-to-node secret of every test cluster.
 pub const TEST_SECRET: &str = "test-secret";
 
@@ -21,6 +24,8 @@ pub const TEST_SECRET: &str = "test-secret";
 pub struct ClusterConfig {
     /// The client access token.
     pub token: String,
+    /// The operator token; `None` leaves it out of the file.
+    pub operator_token: Option<String>,
     /// The secret that authenticates Raft traffic between nodes.
     pub secret: String,
     /// The RabbitMQ URI; `None` selects the http channel.
@@ -33,6 +38,8 @@ pub struct ClusterConfig {
     pub clock_ttl_ms: Option<u64>,
     /// Whether `/metrics` needs the token; `None` keeps the node's default (it does).
     pub metrics_require_token: Option<bool>,
+    /// Further top-level keys, each with its value in TOML syntax, written as given.
+    pub settings: Vec<(String, String)>,
     /// The members, in the order they are written.
     pub nodes: Vec<NodeConfig>,
 }
@@ -83,12 +90,14 @@ impl ClusterConfig {
             .collect();
         ClusterConfig {
             token: TEST_TOKEN.to_owned(),
+            operator_token: Some(TEST_OPERATOR_TOKEN.to_owned()),
             secret: TEST_SECRET.to_owned(),
             rabbit_uri: None,
             snapshot_every: None,
             max_clocks: None,
             clock_ttl_ms: None,
             metrics_require_token: None,
+            settings: Vec::new(),
             nodes,
         }
     }
@@ -98,6 +107,9 @@ impl ClusterConfig {
         let mut out = String::new();
         // Writing to a String cannot fail, so the results are ignored.
         let _ = writeln!(out, "token = {}", toml_string(&self.token));
+        if let Some(operator) = &self.operator_token {
+            let _ = writeln!(out, "operator_token = {}", toml_string(operator));
+        }
         let _ = writeln!(out, "secret = {}", toml_string(&self.secret));
         if let Some(uri) = &self.rabbit_uri {
             let _ = writeln!(out, "rabbit_uri = {}", toml_string(uri));
@@ -113,6 +125,9 @@ impl ClusterConfig {
         }
         if let Some(required) = self.metrics_require_token {
             let _ = writeln!(out, "metrics_require_token = {required}");
+        }
+        for (key, value) in &self.settings {
+            let _ = writeln!(out, "{key} = {value}");
         }
         for node in &self.nodes {
             out.push('\n');

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::api::{
-    BACKUP_PATH, RESTORE_PATH, action, authed, clock_id, list_where, on_node, pop, register, send,
+    BACKUP_PATH, RESTORE_PATH, action, clock_id, list_where, on_node, operator, pop, register, send,
 };
 use tickd_tests::{TestCluster, eventually, unique_name};
 
@@ -32,7 +32,7 @@ async fn clocks_of(cluster: &TestCluster, node: u64) -> BTreeMap<String, (Value,
 }
 
 async fn restore(cluster: &TestCluster, node: u64, document: &Value) -> (StatusCode, Value) {
-    let request = authed(cluster, Method::POST, node, RESTORE_PATH).json(document);
+    let request = operator(cluster, Method::POST, node, RESTORE_PATH).json(document);
     let (status, _, body) = send(request).await;
     (status, body)
 }
@@ -55,7 +55,7 @@ async fn a_backup_restored_into_a_fresh_cluster_keeps_ids_statuses_and_queues() 
     let expected = clocks_of(&source, 1).await;
     assert_eq!(expected.len(), 3, "{expected:?}");
 
-    let (status, _, backup) = send(authed(&source, Method::GET, 2, BACKUP_PATH)).await;
+    let (status, _, backup) = send(operator(&source, Method::GET, 2, BACKUP_PATH)).await;
     assert_eq!(status, StatusCode::OK, "{backup}");
     assert_eq!(backup["format"], "tickd-backup");
     assert_eq!(backup["version"], 1);

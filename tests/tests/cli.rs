@@ -55,17 +55,21 @@ impl Run {
     }
 }
 
-/// Runs `tickd ARGS` against `api` with `token` (blocking: the CLI is a short process, run on
+/// Runs `tickd ARGS` against `api` with `token` as both the access and the operator token
+/// (each command sends the one its role needs; blocking: the CLI is a short process, run on
 /// the blocking pool so the runtime keeps serving).
 async fn tickd(api: &str, token: Option<&str>, args: &[&str]) -> Run {
     let mut command = Command::new(tickd_binary());
     command
         .args(args)
         .env_remove("ACCESS_TOKEN")
+        .env_remove("OPERATOR_TOKEN")
         .env("TICKD_API", api)
         .stdin(Stdio::null());
     if let Some(token) = token {
-        command.env("ACCESS_TOKEN", token);
+        command
+            .env("ACCESS_TOKEN", token)
+            .env("OPERATOR_TOKEN", token);
     }
     let output: Output = tokio::task::spawn_blocking(move || command.output())
         .await
@@ -87,6 +91,7 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
     let cluster = TestCluster::builder().nodes(4).joining([4]).start().await;
     let api = cluster.api_url(2);
     let token = Some(cluster.token());
+    let operator = Some(cluster.operator_token());
 
     // cluster status: a table, and JSON for scripts.
     let status = tickd(&api, token, &["cluster", "status"])
@@ -193,9 +198,16 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
         cluster.api_addr(4).to_string(),
         cluster.raft_addr(4).to_string(),
     );
+    tickd(&api, token, &["cluster", "remove-node", "4"])
+        .await
+        .fails(
+            "remove with the access token",
+            1,
+            "the operator token was refused",
+        );
     let added = tickd(
         &api,
-        token,
+        operator,
         &[
             "cluster",
             "add-node",
@@ -210,10 +222,10 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
     .await
     .ok("add-node");
     assert!(added.contains("node 4 is a voter now"), "{added}");
-    tickd(&api, token, &["cluster", "remove-node", "9"])
+    tickd(&api, operator, &["cluster", "remove-node", "9"])
         .await
         .fails("remove unknown", 1, "node 9 is not a member");
-    let removed = tickd(&api, token, &["cluster", "remove-node", "4", "--json"])
+    let removed = tickd(&api, operator, &["cluster", "remove-node", "4", "--json"])
         .await
         .json("remove-node");
     let voters: Vec<u64> = removed["voters"]
@@ -228,7 +240,7 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
     // backup, then restore: refused into this cluster, accepted into a fresh one.
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("tickd.backup");
-    let out = tickd(&api, token, &["backup", "--out", &path_arg(&file)])
+    let out = tickd(&api, operator, &["backup", "--out", &path_arg(&file)])
         .await
         .ok("backup");
     assert!(out.contains("backed up 1 clocks"), "{out}");
@@ -242,7 +254,7 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
             .permissions(),
     );
     assert_eq!(mode & 0o777, 0o600, "the backup's mode is {mode:o}");
-    tickd(&api, token, &["restore", "--in", &path_arg(&file)])
+    tickd(&api, operator, &["restore", "--in", &path_arg(&file)])
         .await
         .fails(
             "restore into a cluster with clocks",
@@ -251,12 +263,12 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
         );
     let bad = dir.path().join("not-a-backup.json");
     std::fs::write(&bad, "{\"clocks\": []}").expect("write a file");
-    tickd(&api, token, &["restore", "--in", &path_arg(&bad)])
+    tickd(&api, operator, &["restore", "--in", &path_arg(&bad)])
         .await
         .fails("restore a non-backup", 1, "not a tickd backup");
     tickd(
         &api,
-        token,
+        operator,
         &["restore", "--in", &path_arg(&dir.path().join("missing"))],
     )
     .await
@@ -265,7 +277,7 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
     let fresh = TestCluster::start(1).await;
     let restored = tickd(
         &fresh.api_url(1),
-        Some(fresh.token()),
+        Some(fresh.operator_token()),
         &["restore", "--in", &path_arg(&file)],
     )
     .await

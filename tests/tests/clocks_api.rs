@@ -8,8 +8,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::TestCluster;
 use tickd_tests::api::{
-    self, CLOCKS_PATH, action, anonymous, authed, clock_id, get_clock, list, list_where, register,
-    send,
+    self, CLOCKS_PATH, action, anonymous, authed, clock_id, get_clock, list, list_where, operator,
+    register, send,
 };
 
 /// A query filter: key and raw value.
@@ -462,7 +462,7 @@ async fn rabbit_clusters_hand_out_the_queue_and_the_consumer_uri() {
 /// The `_sum` and `_count` of the write-batch histogram on one node: how many client writes
 /// its proposals carried, and how many proposals it made.
 async fn write_batches(cluster: &TestCluster, node: u64) -> (f64, f64) {
-    let response = authed(cluster, Method::GET, node, "/metrics")
+    let response = operator(cluster, Method::GET, node, "/metrics")
         .send()
         .await
         .unwrap_or_else(|error| panic!("node {node}: GET /metrics: {}", api::describe(&error)));

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::api::{
-    ClusterView, NODES_PATH, add_node, authed, clock_id, cluster_view, get_clock, list, register,
+    ClusterView, NODES_PATH, add_node, clock_id, cluster_view, get_clock, list, operator, register,
     remove_node, send, try_send,
 };
 use tickd_tests::{NodeId, TestCluster, eventually, ports, unique_name};
@@ -320,7 +320,7 @@ async fn a_dead_node_with_a_wiped_disk_is_replaced_by_a_fresh_node_id() {
         "api": cluster.api_addr(4).to_string(),
         "raft": cluster.raft_addr(4).to_string(),
     });
-    let request = authed(&cluster, Method::POST, 2, NODES_PATH).json(&mistaken);
+    let request = operator(&cluster, Method::POST, 2, NODES_PATH).json(&mistaken);
     let (status, _, body) = send(request.timeout(Duration::from_secs(30))).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(
@@ -385,7 +385,7 @@ async fn refused_membership_changes_say_why_and_change_nothing() {
         ),
     ];
     for (body, expected, says) in cases {
-        let request = authed(&cluster, Method::POST, 1, NODES_PATH).json(&body);
+        let request = operator(&cluster, Method::POST, 1, NODES_PATH).json(&body);
         let (status, _, answer) = send(request).await;
         assert_eq!(status, expected, "{body}: {answer}");
         let message = answer["message"].as_str().unwrap_or_default();
@@ -401,7 +401,7 @@ async fn refused_membership_changes_say_why_and_change_nothing() {
     ];
     for (id, expected, says) in removals {
         let path = format!("{NODES_PATH}/{id}");
-        let (status, _, answer) = send(authed(&cluster, Method::DELETE, 1, &path)).await;
+        let (status, _, answer) = send(operator(&cluster, Method::DELETE, 1, &path)).await;
         assert_eq!(status, expected, "remove {id}: {answer}");
         let message = answer["message"].as_str().unwrap_or_default();
         assert!(

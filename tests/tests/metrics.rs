@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus_parse::{Sample, Value};
 use reqwest::{Method, StatusCode};
-use tickd_tests::api::{self, anonymous, authed};
+use tickd_tests::api::{self, anonymous, authed, operator};
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
@@ -48,7 +48,7 @@ impl Scrape {
 
 /// Scrapes a node with the cluster's token.
 async fn scrape(cluster: &TestCluster, node: NodeId) -> Scrape {
-    let response = authed(cluster, Method::GET, node, "/metrics")
+    let response = operator(cluster, Method::GET, node, "/metrics")
         .send()
         .await
         .unwrap_or_else(|error| panic!("node {node}: GET /metrics: {}", api::describe(&error)));
@@ -287,23 +287,30 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
 
 #[tokio::test]
 async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
-    // By default: 403 without the token, 200 with it in either form.
+    // By default: 403 without a token and with the clients' access token, 200 with the
+    // operator token in either form.
     let cluster = TestCluster::builder()
         .nodes(1)
-        .token("metrics-token-7Hq")
         .env("TICKD_LOG", "debug")
         .start()
         .await;
+    let operator_token = cluster.operator_token().to_owned();
     let (status, _, body) = api::send(anonymous(&cluster, Method::GET, 1, "/metrics")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["status"], 403, "the JSON error shape: {body}");
-    let (status, _, _) = api::send(authed(&cluster, Method::GET, 1, "/metrics")).await;
+    let (status, _, body) = api::send(authed(&cluster, Method::GET, 1, "/metrics")).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "the access token is not enough: {body}"
+    );
+    let (status, _, _) = api::send(operator(&cluster, Method::GET, 1, "/metrics")).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _, body) = api::send(anonymous(
         &cluster,
         Method::GET,
         1,
-        "/metrics?access_token=metrics-token-7Hq",
+        &format!("/metrics?access_token={operator_token}"),
     ))
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -313,12 +320,12 @@ async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
         "requests are labelled by route: {text}"
     );
     assert!(
-        !text.contains("metrics-token-7Hq"),
+        !text.contains(&operator_token),
         "the token is never in a metric"
     );
     let log = cluster.log(1);
     assert!(
-        !log.contains("metrics-token-7Hq"),
+        !log.contains(&operator_token),
         "the token is never in a log line, even at debug level"
     );
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use prometheus_parse::Value as Sampled;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tickd_tests::api::{self, authed};
+use tickd_tests::api::{self, operator};
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
@@ -286,7 +286,7 @@ fn missing<'a>(used: &'a BTreeSet<String>, exported: &BTreeMap<String, bool>) ->
 
 /// Scrapes a node's `/metrics` with the cluster's token.
 async fn scrape(cluster: &TestCluster, node: NodeId) -> String {
-    let (status, _, body) = api::send(authed(cluster, Method::GET, node, "/metrics")).await;
+    let (status, _, body) = api::send(operator(cluster, Method::GET, node, "/metrics")).await;
     assert_eq!(status, StatusCode::OK, "node {node}: GET /metrics: {body}");
     body.as_str()
         .unwrap_or_else(|| panic!("node {node}: /metrics is not text: {body}"))

@@ -63,6 +63,8 @@ const REGISTRATION: BodyShape = BodyShape {
         (status = 429, description = "The cluster holds `max_clocks` clocks", body = ErrorBody),
         (status = 503, description = "No leader reachable, or the RabbitMQ queue could not \
             be declared; retry after `Retry-After` seconds", body = ErrorBody),
+        (status = 507, description = "The node's data directory is below its free-space \
+            reserve (`disk_reserve_mb`)", body = ErrorBody),
     ),
 )]
 pub async fn register(
@@ -84,6 +86,9 @@ pub async fn register(
             queue_id: ids::queue_id(),
         },
     };
+    // A new clock grows every node's log and snapshot; refused while this node's disk is
+    // below its reserve, before the disk fills and stops its consensus core.
+    (app.space)().map_err(|reason| ApiError::new(StatusCode::INSUFFICIENT_STORAGE, reason))?;
     // The queue exists before the clock does: the clock's first tick may be published within
     // a second of the commit, and a publish to a missing queue marks the clock abandoned.
     prepare_channel(&app, &channel).await?;

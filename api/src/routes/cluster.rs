@@ -213,7 +213,7 @@ impl From<Members> for MembersView {
     responses(
         (status = 200, description = "The membership after the change", body = MembersView),
         (status = 400, description = "A malformed body or address", body = ErrorBody),
-        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 403, description = "Missing or wrong operator token (the access token is not enough)", body = ErrorBody),
         (status = 409, description = "The id or an address is taken, the node does not \
             answer as that id, or another change is still committing", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
@@ -261,7 +261,7 @@ pub async fn add_node(
     responses(
         (status = 200, description = "The membership after the change", body = MembersView),
         (status = 400, description = "The id is not a whole number", body = ErrorBody),
-        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 403, description = "Missing or wrong operator token (the access token is not enough)", body = ErrorBody),
         (status = 404, description = "No member has this id", body = ErrorBody),
         (status = 409, description = "It is the last voter, or another change is still \
             committing", body = ErrorBody),
@@ -301,6 +301,7 @@ fn refused(refusal: MembershipError) -> ApiError {
         | MembershipError::AddressTaken { .. }
         | MembershipError::LastVoter { .. }
         | MembershipError::Unreachable { .. }
+        | MembershipError::Unproven { .. }
         | MembershipError::WrongNode { .. }
         | MembershipError::NotNow { .. } => StatusCode::CONFLICT,
     };

@@ -1,4 +1,5 @@
-//! `GET /mgmt/health` (SPEC §2): UP when this node is a member of a cluster with a known leader.
+//! `GET /mgmt/health` (SPEC §2): UP when this node is a member of a cluster with a known leader
+//! and its consensus core runs.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -22,7 +23,7 @@ pub struct Health {
 enum HealthStatus {
     /// A member of a cluster with a known leader.
     Up,
-    /// Not a member, or no leader known.
+    /// Not a member, no leader known, or the consensus core stopped on an error.
     Down,
 }
 
@@ -35,7 +36,8 @@ enum HealthStatus {
     responses(
         (status = 200, description = "This node is a member of a cluster with a known leader",
             body = Health, example = json!({"status": "UP"})),
-        (status = 503, description = "This node is not a member or knows no leader",
+        (status = 503, description = "This node is not a member, knows no leader, or its \
+            consensus core stopped on a storage error (it is about to exit)",
             body = Health, example = json!({"status": "DOWN"})),
     ),
 )]
@@ -46,7 +48,9 @@ pub async fn health(State(app): State<AppState>) -> Response {
         .membership()
         .get_node(&metrics.id)
         .is_some();
-    let (code, status) = if member && metrics.current_leader.is_some() {
+    // A core that stopped on a storage error still leaves its last leader in the metrics.
+    let running = metrics.running_state.is_ok();
+    let (code, status) = if running && member && metrics.current_leader.is_some() {
         (StatusCode::OK, HealthStatus::Up)
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, HealthStatus::Down)

@@ -19,12 +19,12 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
     path = "/metrics",
     tag = "operations",
     summary = "This node's metrics in the Prometheus text format",
-    description = "Needs the access token unless the cluster file sets \
+    description = "Needs the operator token unless the cluster file sets \
         `metrics_require_token = false`.",
     responses(
         (status = 200, description = "The Prometheus text exposition format, version 0.0.4",
             body = String, content_type = "text/plain"),
-        (status = 403, description = "Missing or wrong access token", body = crate::error::ErrorBody),
+        (status = 403, description = "Missing or wrong operator token (unless `metrics_require_token = false`)", body = crate::error::ErrorBody),
     ),
 )]
 pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {

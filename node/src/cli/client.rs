@@ -29,10 +29,12 @@ pub enum CliError {
         reason: String,
     },
     /// The node answered 403.
-    #[error("the access token was refused by {api}; check --token (or ACCESS_TOKEN)")]
+    #[error("the {} was refused by {api}; check {}", .credential.name(), .credential.flag())]
     TokenRefused {
         /// The API base URL.
         api: String,
+        /// The credential that was sent.
+        credential: Credential,
     },
     /// The node answered with an error; its JSON message says why.
     #[error("{message} (HTTP {status})")]
@@ -73,23 +75,69 @@ pub enum CliError {
     },
 }
 
+/// The token a command sends, by role: clock commands and `cluster status` need the access
+/// token; membership changes, backup and restore the operator token.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    /// The access token (`--token`, `ACCESS_TOKEN`), if given.
+    Client(Option<String>),
+    /// The operator token (`--operator-token`, `OPERATOR_TOKEN`), if given.
+    Operator(Option<String>),
+}
+
+impl Credential {
+    fn name(&self) -> &'static str {
+        match self {
+            Credential::Client(_) => "access token",
+            Credential::Operator(_) => "operator token",
+        }
+    }
+
+    fn flag(&self) -> &'static str {
+        match self {
+            Credential::Client(_) => "--token (or ACCESS_TOKEN)",
+            Credential::Operator(_) => "--operator-token (or OPERATOR_TOKEN)",
+        }
+    }
+
+    /// Where a node keeps its generated token of this role, and the cluster file's key.
+    fn sources(&self) -> &'static str {
+        match self {
+            Credential::Client(_) => "`token` in the cluster file, or access-token",
+            Credential::Operator(_) => "`operator_token` in the cluster file, or operator-token",
+        }
+    }
+
+    fn value(&self) -> Option<&str> {
+        match self {
+            Credential::Client(value) | Credential::Operator(value) => {
+                value.as_deref().filter(|value| !value.is_empty())
+            }
+        }
+    }
+}
+
 /// A connection to one node's API.
 #[derive(Debug, Clone)]
 pub struct AdminClient {
     http: reqwest::Client,
     base: String,
+    credential: Credential,
     token: String,
 }
 
 impl AdminClient {
-    /// A client for the API at `api` (`http://host:port`, or just `host:port`).
-    pub fn new(api: &str, token: Option<String>) -> Result<Self, CliError> {
-        let token = token.filter(|token| !token.is_empty()).ok_or_else(|| {
-            CliError::Usage(
-                "no access token: pass --token or set ACCESS_TOKEN (a node without a configured \
-                 token stores a generated one in its data directory, in access-token)"
-                    .into(),
-            )
+    /// A client for the API at `api` (`http://host:port`, or just `host:port`) that sends
+    /// `credential`.
+    pub fn new(api: &str, credential: Credential) -> Result<Self, CliError> {
+        let token = credential.value().map(str::to_owned).ok_or_else(|| {
+            CliError::Usage(format!(
+                "no {}: pass {} ({}; a node without a configured token stores a generated \
+                 one in its data directory)",
+                credential.name(),
+                credential.flag(),
+                credential.sources(),
+            ))
         })?;
         let base = if api.contains("://") {
             api.trim_end_matches('/').to_string()
@@ -102,7 +150,12 @@ impl AdminClient {
             .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(|error| CliError::Usage(format!("cannot build an HTTP client: {error}")))?;
-        Ok(Self { http, base, token })
+        Ok(Self {
+            http,
+            base,
+            credential,
+            token,
+        })
     }
 
     /// The base URL of the node's API, for messages.
@@ -141,6 +194,7 @@ impl AdminClient {
         if status == StatusCode::FORBIDDEN {
             return Err(CliError::TokenRefused {
                 api: self.base.clone(),
+                credential: self.credential.clone(),
             });
         }
         let garbled = |reason: String| CliError::Garbled {

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::cli::client::{AdminClient, CliError};
+use crate::cli::client::{AdminClient, CliError, Credential};
 use crate::cli::clocks::Action;
 
 /// The API address the commands use when neither `--api` nor `TICKD_API` is given: the
@@ -129,9 +129,12 @@ pub struct Target {
     /// The API of any node of the cluster.
     #[arg(long, global = true, env = "TICKD_API", default_value = DEFAULT_API)]
     api: String,
-    /// The cluster's access token.
+    /// The cluster's access token, for the clock commands and `cluster status`.
     #[arg(long, global = true, env = "ACCESS_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The cluster's operator token, for membership changes, backup and restore.
+    #[arg(long, global = true, env = "OPERATOR_TOKEN", hide_env_values = true)]
+    operator_token: Option<String>,
     /// Print the API's JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
@@ -186,9 +189,23 @@ fn target_of(command: &AdminCommand) -> &Target {
     }
 }
 
+/// Whether a command needs the operator token rather than the access token.
+fn needs_operator(command: &AdminCommand) -> bool {
+    match command {
+        AdminCommand::Cluster { command, .. } => !matches!(command, ClusterCommand::Status),
+        AdminCommand::Clocks { .. } => false,
+        AdminCommand::Backup { .. } | AdminCommand::Restore { .. } => true,
+    }
+}
+
 async fn execute(command: AdminCommand) -> Result<Output, CliError> {
     let target = target_of(&command);
-    let client = AdminClient::new(&target.api, target.token.clone())?;
+    let credential = if needs_operator(&command) {
+        Credential::Operator(target.operator_token.clone())
+    } else {
+        Credential::Client(target.token.clone())
+    };
+    let client = AdminClient::new(&target.api, credential)?;
     match command {
         AdminCommand::Cluster { command, .. } => match command {
             ClusterCommand::Status => cluster::status(&client).await,
