@@ -38,6 +38,8 @@ const MIB: u64 = 1 << 20;
 const SHIPPED_TOKEN: &str = "ticktok-zY3wpR";
 /// The node-to-node secret of the sample `cluster.toml`: public, refused like the token.
 const SHIPPED_SECRET: &str = "change-me";
+/// The operator token of the sample `cluster.toml`: public, refused like the token.
+const SHIPPED_OPERATOR_TOKEN: &str = "operator-sample";
 
 /// `cluster.toml` as written by people and tools.
 #[derive(Debug, Deserialize)]
@@ -393,6 +395,13 @@ fn check_credentials(file: &ClusterFile, addresses: &[SocketAddr]) -> Result<(),
              `openssl rand -hex 24`) and give it to your clients"
         )));
     }
+    if file.operator_token.as_deref() == Some(SHIPPED_OPERATOR_TOKEN) {
+        return Err(Problem::Invalid(format!(
+            "`operator_token` is the sample's \"{SHIPPED_OPERATOR_TOKEN}\", which anyone can \
+             read, and {exposed} is off loopback: set `operator_token` to a long random value \
+             of your own (e.g. from `openssl rand -hex 24`) and give it only to operators"
+        )));
+    }
     Ok(())
 }
 
@@ -717,7 +726,10 @@ mod tests {
             .replace("127.0.0.1:9643", "0.0.0.0:9643")
             .replace("\"change-me\"", "\"s3cret-of-our-own\"");
         assert!(load(&wildcard, 1).is_err(), "0.0.0.0 is off loopback");
-        let own = own_secret.replace("ticktok-zY3wpR", "t0ken-of-our-own");
+        let own_token = own_secret.replace("ticktok-zY3wpR", "t0ken-of-our-own");
+        let error = load(&own_token, 1).expect_err("the sample operator token on a LAN");
+        assert!(error.to_string().contains("operator-sample"), "{error}");
+        let own = own_token.replace("operator-sample", "0perator-of-our-own");
         assert!(load(&own, 1).is_ok(), "credentials of its own on a LAN");
         assert!(
             load(THREE_NODES, 1).is_ok(),

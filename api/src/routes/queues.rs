@@ -60,7 +60,8 @@ pub const MAX_WAIT_SECONDS: u64 = 30;
             description = "Seconds to hold the request until a tick is due (tickd's extension)"),
     ),
     responses(
-        (status = 200, description = "The ticks, oldest first", body = Vec<TickMessage>),
+        (status = 200, description = "The due ticks, oldest first, at most 100; the rest wait \
+            for the next pop", body = Vec<TickMessage>),
         (status = 400, description = "`wait` is not a whole number from 0 to 30",
             body = ErrorBody),
         (status = 404, description = "No such queue, or its clock was removed",
