@@ -80,11 +80,7 @@ pub async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    if token.admits(&request) {
-        next.run(request).await
-    } else {
-        ApiError::forbidden().into_response()
-    }
+    admit(&token, request, next, ApiError::forbidden).await
 }
 
 /// Middleware: 403 unless the request carries the operator token. The access token is not
@@ -94,15 +90,27 @@ pub async fn require_operator_token(
     request: Request,
     next: Next,
 ) -> Response {
-    if token.admits(&request) {
-        next.run(request).await
-    } else {
+    admit(&token, request, next, || {
         ApiError::new(
             axum::http::StatusCode::FORBIDDEN,
             "this route needs the operator token (operator_token in the cluster file), not the \
              access token: pass it in an `Authorization: Bearer <token>` header",
         )
-        .into_response()
+    })
+    .await
+}
+
+/// Runs the request if it carries `token`, otherwise answers `refusal()`.
+async fn admit(
+    token: &AccessToken,
+    request: Request,
+    next: Next,
+    refusal: impl FnOnce() -> ApiError,
+) -> Response {
+    if token.admits(&request) {
+        next.run(request).await
+    } else {
+        refusal().into_response()
     }
 }
 
