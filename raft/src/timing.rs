@@ -14,6 +14,12 @@
 //!   lease (the maximum election timeout): a follower that acknowledged the leader refuses to
 //!   vote for anyone else for that long, so no new leader exists while the lease holds.
 //! * Snapshot chunks of 1 MiB, under the RPC body limit with room to spare.
+//! * A follower may take 10 s to answer a snapshot's last chunk: it fsyncs the file, renames
+//!   it, decodes the whole state and swaps it in before it answers. openraft's default (200 ms)
+//!   counts all of that, and a follower slower than it (a large registry, a loaded disk) was
+//!   sent the snapshot again and again without ever catching up: the power-loss profile saw a
+//!   restarted node stall for good, its leader logging "InstallSnapshot RPC timed out" every
+//!   200 ms.
 
 use openraft::{Config, SnapshotPolicy};
 
@@ -23,6 +29,8 @@ pub const HEARTBEAT_MS: u64 = 100;
 pub const ELECTION_TIMEOUT_MIN_MS: u64 = 300;
 /// Upper bound of the randomized election timeout.
 pub const ELECTION_TIMEOUT_MAX_MS: u64 = 600;
+/// How long sending a snapshot chunk may take, the last one including its installation.
+pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 10_000;
 /// Size of one snapshot chunk on the wire.
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
 /// Default number of applied entries between two snapshots.
@@ -38,6 +46,7 @@ pub fn raft_config(snapshot_every: u64) -> Result<Config, Box<openraft::ConfigEr
         election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
         snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+        install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
         // Keep no log behind a snapshot: a lagging follower gets the snapshot instead.
         max_in_snapshot_log_to_keep: 0,
         ..Config::default()

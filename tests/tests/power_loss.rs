@@ -59,6 +59,9 @@ const WAL_WAIT: Duration = Duration::from_secs(10);
 /// be, and a purge would look like a lost registration.
 const CLOCK_TTL_MS: u64 = 3_600_000;
 
+/// How many of each node's last warnings and errors a violation prints.
+const LOG_LINES_ON_VIOLATION: usize = 30;
+
 /// How long a list or a pop may keep failing after recovery (a node that has just caught up may
 /// answer 503 while it learns the leader's commit index): the readiness bound again.
 const READ_TIMEOUT: Duration = READY_TIMEOUT;
@@ -622,6 +625,18 @@ async fn power_loss_loses_no_acknowledged_write() {
         );
         assert!(runs.is_some(), "{failure}");
         println!("VIOLATION {failure}");
+        // What the nodes said, before their directory goes with the cluster.
+        for id in power.node_ids() {
+            let log = power.log(id);
+            let said: Vec<&str> = log
+                .lines()
+                .filter(|line| line.contains("WARN") || line.contains("ERROR"))
+                .collect();
+            println!("node {id}: its last warnings and errors:");
+            for line in &said[said.len().saturating_sub(LOG_LINES_ON_VIOLATION)..] {
+                println!("  {line}");
+            }
+        }
         failed.push(format!(
             "round {round} ({fault:?}): {} registrations lost",
             counts.lost.len()
