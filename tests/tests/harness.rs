@@ -59,6 +59,7 @@ fn local_config_renders_the_documented_shape() {
     assert_eq!(
         config.to_toml(),
         r#"token = "test-token"
+operator_token = "test-operator-token"
 secret = "test-secret"
 
 [[node]]
@@ -82,6 +83,10 @@ fn optional_keys_are_written_only_when_set() {
     config.rabbit_uri = Some("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
     config.snapshot_every = Some(50);
     config.max_clocks = Some(1_000_000);
+    config.operator_token = None;
+    config
+        .settings
+        .push(("disk_reserve_mb".to_owned(), "4".to_owned()));
     let text = config.to_toml();
     let header: Vec<&str> = text.lines().take_while(|line| !line.is_empty()).collect();
     assert_eq!(
@@ -92,6 +97,7 @@ fn optional_keys_are_written_only_when_set() {
             r#"rabbit_uri = "amqp://guest:guest@127.0.0.1:5672/%2f""#,
             "snapshot_every = 50",
             "max_clocks = 1000000",
+            "disk_reserve_mb = 4",
         ]
     );
 }
