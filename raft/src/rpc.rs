@@ -118,17 +118,16 @@ fn reply<T: Serialize>(value: T) -> Response {
 pub const MAX_PLAUSIBLE: u64 = 1 << 62;
 
 /// Refuses a vote, or a log position, that no real peer could send.
-fn plausible(vote: &Vote<NodeId>, log_ids: &[Option<LogId<NodeId>>]) -> Result<(), Refusal> {
-    let term = vote.leader_id().get_term();
-    let index = log_ids.iter().flatten().map(|log_id| log_id.index).max();
-    let term_of_log = log_ids
-        .iter()
-        .flatten()
-        .map(|log_id| log_id.leader_id.term)
-        .max();
-    let largest = [Some(term), index, term_of_log].into_iter().flatten().max();
+fn plausible<'a>(
+    vote: &Vote<NodeId>,
+    log_ids: impl IntoIterator<Item = &'a LogId<NodeId>>,
+) -> Result<(), Refusal> {
+    let largest = log_ids
+        .into_iter()
+        .flat_map(|log_id| [log_id.index, log_id.leader_id.term])
+        .fold(vote.leader_id().get_term(), u64::max);
     match largest {
-        Some(largest) if largest >= MAX_PLAUSIBLE => Err(Refusal {
+        largest if largest >= MAX_PLAUSIBLE => Err(Refusal {
             status: StatusCode::BAD_REQUEST,
             message: format!(
                 "term or log index {largest} is beyond what any peer can reach ({MAX_PLAUSIBLE})"
@@ -143,9 +142,12 @@ async fn append(
     body: Result<Json<AppendEntriesRequest<TypeConfig>>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let request = parsed(body)?;
-    let mut log_ids = vec![request.prev_log_id, request.leader_commit];
-    log_ids.extend(request.entries.iter().map(|entry| Some(entry.log_id)));
-    plausible(&request.vote, &log_ids)?;
+    let positions = [&request.prev_log_id, &request.leader_commit];
+    let entries = request.entries.iter().map(|entry| &entry.log_id);
+    plausible(
+        &request.vote,
+        positions.into_iter().flatten().chain(entries),
+    )?;
     Ok(reply(raft.append_entries(request).await))
 }
 
@@ -154,7 +156,7 @@ async fn vote(
     body: Result<Json<VoteRequest<NodeId>>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let request = parsed(body)?;
-    plausible(&request.vote, &[request.last_log_id])?;
+    plausible(&request.vote, &request.last_log_id)?;
     Ok(reply(raft.vote(request).await))
 }
 
@@ -163,7 +165,7 @@ async fn snapshot(
     body: Result<Json<InstallSnapshotRequest<TypeConfig>>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let request = parsed(body)?;
-    plausible(&request.vote, &[request.meta.last_log_id])?;
+    plausible(&request.vote, &request.meta.last_log_id)?;
     Ok(reply(raft.install_snapshot(request).await))
 }
 
@@ -254,15 +256,15 @@ mod tests {
     #[test]
     fn a_term_or_index_no_peer_can_reach_is_refused() {
         let vote = |term| Vote::new(term, 1);
-        assert!(plausible(&vote(7), &[log_id(7, 1_000_000), None]).is_ok());
-        assert!(plausible(&vote(MAX_PLAUSIBLE - 1), &[]).is_ok());
+        assert!(plausible(&vote(7), &log_id(7, 1_000_000)).is_ok());
+        assert!(plausible(&vote(MAX_PLAUSIBLE - 1), &None).is_ok());
         for (vote, log) in [
             (vote(MAX_PLAUSIBLE), None),
             (vote(u64::MAX), None),
             (vote(3), log_id(3, u64::MAX)),
             (vote(3), log_id(MAX_PLAUSIBLE, 5)),
         ] {
-            let refusal = plausible(&vote, &[log]).expect_err("refused");
+            let refusal = plausible(&vote, &log).expect_err("refused");
             assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
             assert!(refusal.message.contains("beyond"), "{}", refusal.message);
         }

@@ -75,44 +75,36 @@ pub enum CliError {
     },
 }
 
-/// The token a command sends, by role: clock commands and `cluster status` need the access
-/// token; membership changes, backup and restore the operator token.
-#[derive(Debug, Clone)]
+/// Which token a command sends: clock commands and `cluster status` need the access token;
+/// membership changes, backup and restore the operator token.
+#[derive(Debug, Clone, Copy)]
 pub enum Credential {
-    /// The access token (`--token`, `ACCESS_TOKEN`), if given.
-    Client(Option<String>),
-    /// The operator token (`--operator-token`, `OPERATOR_TOKEN`), if given.
-    Operator(Option<String>),
+    /// The access token (`--token`, `ACCESS_TOKEN`).
+    Client,
+    /// The operator token (`--operator-token`, `OPERATOR_TOKEN`).
+    Operator,
 }
 
 impl Credential {
-    fn name(&self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
-            Credential::Client(_) => "access token",
-            Credential::Operator(_) => "operator token",
+            Credential::Client => "access token",
+            Credential::Operator => "operator token",
         }
     }
 
-    fn flag(&self) -> &'static str {
+    fn flag(self) -> &'static str {
         match self {
-            Credential::Client(_) => "--token (or ACCESS_TOKEN)",
-            Credential::Operator(_) => "--operator-token (or OPERATOR_TOKEN)",
+            Credential::Client => "--token (or ACCESS_TOKEN)",
+            Credential::Operator => "--operator-token (or OPERATOR_TOKEN)",
         }
     }
 
-    /// Where a node keeps its generated token of this role, and the cluster file's key.
-    fn sources(&self) -> &'static str {
+    /// The cluster file's key, and where a node keeps its generated token of this role.
+    fn sources(self) -> &'static str {
         match self {
-            Credential::Client(_) => "`token` in the cluster file, or access-token",
-            Credential::Operator(_) => "`operator_token` in the cluster file, or operator-token",
-        }
-    }
-
-    fn value(&self) -> Option<&str> {
-        match self {
-            Credential::Client(value) | Credential::Operator(value) => {
-                value.as_deref().filter(|value| !value.is_empty())
-            }
+            Credential::Client => "`token` in the cluster file, or access-token",
+            Credential::Operator => "`operator_token` in the cluster file, or operator-token",
         }
     }
 }
@@ -128,9 +120,9 @@ pub struct AdminClient {
 
 impl AdminClient {
     /// A client for the API at `api` (`http://host:port`, or just `host:port`) that sends
-    /// `credential`.
-    pub fn new(api: &str, credential: Credential) -> Result<Self, CliError> {
-        let token = credential.value().map(str::to_owned).ok_or_else(|| {
+    /// `token` as its `credential`.
+    pub fn new(api: &str, credential: Credential, token: Option<String>) -> Result<Self, CliError> {
+        let token = token.filter(|token| !token.is_empty()).ok_or_else(|| {
             CliError::Usage(format!(
                 "no {}: pass {} ({}; a node without a configured token stores a generated \
                  one in its data directory)",
@@ -194,7 +186,7 @@ impl AdminClient {
         if status == StatusCode::FORBIDDEN {
             return Err(CliError::TokenRefused {
                 api: self.base.clone(),
-                credential: self.credential.clone(),
+                credential: self.credential,
             });
         }
         let garbled = |reason: String| CliError::Garbled {

@@ -200,12 +200,12 @@ fn needs_operator(command: &AdminCommand) -> bool {
 
 async fn execute(command: AdminCommand) -> Result<Output, CliError> {
     let target = target_of(&command);
-    let credential = if needs_operator(&command) {
-        Credential::Operator(target.operator_token.clone())
+    let (credential, token) = if needs_operator(&command) {
+        (Credential::Operator, target.operator_token.clone())
     } else {
-        Credential::Client(target.token.clone())
+        (Credential::Client, target.token.clone())
     };
-    let client = AdminClient::new(&target.api, credential)?;
+    let client = AdminClient::new(&target.api, credential, token)?;
     match command {
         AdminCommand::Cluster { command, .. } => match command {
             ClusterCommand::Status => cluster::status(&client).await,
