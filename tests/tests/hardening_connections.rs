@@ -23,6 +23,11 @@ use tokio::time::timeout;
 const SHORT_TIMEOUT_MS: u64 = 2_000;
 /// Slack on top of a configured timeout before a connection counts as held too long.
 const SLACK: Duration = Duration::from_secs(3);
+/// How long the flood's refused connections may take to be seen closed. The listener accepts
+/// and closes them one by one, and pauses 100 ms after a failed accept (the follower runs
+/// with 1 024 descriptors): inside the whole suite on this 2-core box, 3 s once saw only 821
+/// of the 844 needed.
+const FLOOD_DRAIN: Duration = Duration::from_secs(15);
 
 /// A loopback address other than the nodes' own 127.0.0.1.
 fn stranger(n: u16) -> IpAddr {
@@ -218,7 +223,12 @@ async fn idle_connections_to_a_followers_raft_port_leave_the_cluster_serving() {
     let raft = cluster.raft_addr(follower);
     // The test holds its ends of the flood open until it is over.
     let mut flood = join_all((0..FLOOD).map(|n| connect_from(stranger(n % 100 + 1), raft))).await;
-    let closed = join_all(flood.iter_mut().map(|stream| closed_within(stream, SLACK))).await;
+    let closed = join_all(
+        flood
+            .iter_mut()
+            .map(|stream| closed_within(stream, FLOOD_DRAIN)),
+    )
+    .await;
     let refused = closed.iter().filter(|closed| **closed).count();
     assert!(
         refused >= usize::from(FLOOD) - 256,
