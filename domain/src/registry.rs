@@ -539,6 +539,30 @@ impl Registry {
                 ),
             };
         }
+        // A rabbit clock's ticks wait in the outbox until the broker confirms them; nothing
+        // drops the oldest there, so a burst of manual ticks while the broker is away is
+        // refused at the same limit an http queue holds.
+        let limit = self.ledger.queue_limit;
+        if let Destination::Outbox = destination(&clock) {
+            let cap = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+            let waiting = self
+                .ledger
+                .outbox
+                .values()
+                .filter(|tick| tick.manual && tick.clock == clock.id)
+                .take(cap)
+                .count();
+            if waiting >= cap {
+                return Outcome::Rejected {
+                    reason: format!(
+                        "clock {} has {waiting} manual ticks waiting for the broker, the \
+                         limit (`http_queue_limit`); tick it again once the broker has \
+                         confirmed them",
+                        clock.id
+                    ),
+                };
+            }
+        }
         self.ledger.manual_sequence = sequence.saturating_add(1);
         let tick = Tick {
             id: TickId::manual(&clock.id, sequence),
@@ -550,7 +574,6 @@ impl Registry {
         };
         // Manual ticks obey the http queue limit like scheduled ones: a queue over it drops its
         // oldest tick, so a burst of manual ticks on a paused clock cannot grow it unbounded.
-        let limit = self.ledger.queue_limit;
         self.ledger.file(tick, destination(&clock), limit);
         Outcome::Updated(clock)
     }
@@ -1921,6 +1944,44 @@ mod tests {
             assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
             assert_eq!(registry, before);
         }
+    }
+
+    #[test]
+    fn manual_ticks_waiting_for_the_broker_are_refused_past_the_queue_limit() {
+        let mut registry = Registry::new();
+        registry.apply(rabbit("r", "@never", "ra", 0));
+        registry.apply(rabbit("s", "@never", "rs", 0));
+        registry.apply(intent_keeping_three(1_000, 1_000));
+        let tick = |registry: &mut Registry, clock: &str, now_ms| {
+            registry.apply(Command::Tick {
+                id: id(clock),
+                now_ms,
+            })
+        };
+        for now_ms in 0..3 {
+            assert!(matches!(
+                tick(&mut registry, "ra", now_ms),
+                Outcome::Updated(_)
+            ));
+        }
+        let before = registry.clone();
+        let refused = tick(&mut registry, "ra", 3);
+        assert!(
+            matches!(&refused, Outcome::Rejected { reason } if reason.contains("3 manual ticks")),
+            "{refused:?}"
+        );
+        assert_eq!(registry, before, "a refused tick changes nothing");
+        // The limit is per clock, and a confirmation makes room again.
+        assert!(matches!(tick(&mut registry, "rs", 4), Outcome::Updated(_)));
+        let first = registry
+            .ledger()
+            .outbox
+            .iter()
+            .find(|(_, tick)| tick.clock == id("ra"))
+            .map(|(key, _)| key.clone())
+            .expect("a waiting manual tick");
+        registry.apply(Command::Confirm { ticks: vec![first] });
+        assert!(matches!(tick(&mut registry, "ra", 5), Outcome::Updated(_)));
     }
 
     #[test]

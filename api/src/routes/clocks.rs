@@ -229,6 +229,8 @@ pub async fn get(
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
         (status = 404, description = "No clock has this id, or no such action",
             body = ErrorBody),
+        (status = 429, description = "A manual tick on a RabbitMQ clock that already has \
+            `http_queue_limit` manual ticks waiting for the broker", body = ErrorBody),
         (status = 503, description = "No leader reachable, or a resumed clock's RabbitMQ \
             queue could not be declared", body = ErrorBody),
     ),
@@ -270,6 +272,8 @@ pub async fn act(
             Ok(Json(ClockView::of(&clock, &base)))
         }
         Outcome::NotFound => Err(unknown_clock(&id)),
+        // Only a manual tick is refused: too many of its ticks are still waiting.
+        Outcome::Rejected { reason } => Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, reason)),
         other => Err(unexpected(&other)),
     }
 }
