@@ -26,8 +26,9 @@ impl FromRequestParts<AppState> for BaseUrl {
                 .get(name)
                 .and_then(|value| value.to_str().ok())
         };
-        // A reverse proxy that terminates TLS says so; tickd itself serves plain HTTP.
+        // tickd's own TLS, or a reverse proxy that terminates TLS and says so.
         let scheme = match header("x-forwarded-proto") {
+            _ if app.config.tls => "https",
             Some("https") => "https",
             _ => "http",
         };

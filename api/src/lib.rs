@@ -32,7 +32,7 @@ mod base_url;
 pub mod channels;
 pub mod error;
 mod ids;
-mod log_limit;
+pub mod log_limit;
 pub mod openapi;
 pub mod polls;
 pub mod routes;
@@ -96,6 +96,8 @@ pub struct ApiConfig {
     pub public_url: Option<String>,
     /// This node's API address, the last resort for links when a request has no Host header.
     pub api_address: String,
+    /// Whether this node's API listener speaks TLS: links and poll URLs then say `https`.
+    pub tls: bool,
     /// The AMQP URI handed to consumers; `Some` selects the rabbit channel for new clocks.
     pub rabbit_uri: Option<String>,
     /// The most clocks the cluster may hold.

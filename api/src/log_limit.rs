@@ -9,11 +9,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How often one kind of client-provoked line may be written.
-pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// One kind of line, limited to one per period.
 #[derive(Debug)]
-pub(crate) struct LogLimit {
+pub struct LogLimit {
     every: Duration,
     state: Mutex<Held>,
 }
@@ -28,7 +28,7 @@ struct Held {
 
 impl LogLimit {
     /// One line per `every`.
-    pub(crate) const fn new(every: Duration) -> Self {
+    pub const fn new(every: Duration) -> Self {
         Self {
             every,
             state: Mutex::new(Held {
@@ -40,7 +40,7 @@ impl LogLimit {
 
     /// Whether a line may be written now: `Some(n)` with the number of lines held back since
     /// the last one, or `None` (this one is counted instead).
-    pub(crate) fn admit(&self) -> Option<u64> {
+    pub fn admit(&self) -> Option<u64> {
         self.admit_at(Instant::now())
     }
 

@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 /// One HTTP client for every request of a run: a connection pool large enough for the widest
 /// load level, no proxy (loopback only), and a timeout well past the forwarding deadline.
 pub fn http_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .no_proxy()
+    tickd_tests::http::client_builder()
         .pool_max_idle_per_host(512)
         .timeout(Duration::from_secs(30))
         .build()

@@ -2,7 +2,7 @@
 //! [`NodeConfig`] one process runs with.
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use serde::Deserialize;
 use tickd_raft::{NodeAddr, NodeId};
 
 use crate::listener::{self, ListenerLimits};
+use crate::tls::TlsFiles;
 
 /// Default API address of the embedded single node (SPEC §8).
 pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9643));
@@ -66,6 +67,9 @@ struct ClusterFile {
     raft_max_connections_per_address: Option<usize>,
     raft_reserved_connections: Option<usize>,
     disk_reserve_mb: Option<u64>,
+    ca_file: Option<PathBuf>,
+    api_require_client_cert: Option<bool>,
+    insecure: Option<bool>,
     #[serde(default)]
     node: Vec<NodeEntry>,
 }
@@ -82,6 +86,8 @@ struct NodeEntry {
     join: bool,
     #[serde(default)]
     dial: BTreeMap<String, String>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
 }
 
 /// Everything one node needs to run, after defaults and validation.
@@ -89,10 +95,16 @@ struct NodeEntry {
 pub struct NodeConfig {
     /// This node's id.
     pub id: NodeId,
-    /// Address the REST API listens on.
+    /// Address the REST API listens on: `api_address` resolved.
     pub api: SocketAddr,
-    /// Address the Raft RPCs listen on.
+    /// Address the Raft RPCs listen on: `raft_address` resolved.
     pub raft: SocketAddr,
+    /// The API address as the file writes it (`host:port`, the host a name or an IP).
+    pub api_address: String,
+    /// The Raft address as the file writes it: what peers dial, what certificates name.
+    pub raft_address: String,
+    /// The TLS files of this node; `None` runs plain HTTP.
+    pub tls: Option<TlsFiles>,
     /// This node's data directory.
     pub data_dir: PathBuf,
     /// The externally visible base URL, when links must not be derived from the request.
@@ -100,6 +112,9 @@ pub struct NodeConfig {
     /// The founding members: the nodes of the file without `join = true`, which form the
     /// cluster by themselves. This node is among them unless it joins.
     pub members: BTreeMap<NodeId, NodeAddr>,
+    /// Every node of the cluster file, founders and joiners: whom a node that belongs to no
+    /// membership yet accepts on its Raft port under mutual TLS.
+    pub listed: BTreeMap<NodeId, NodeAddr>,
     /// Whether this node joins a running cluster (`join = true`): it never initialises one,
     /// and waits for an operator to add it (`tickd cluster add-node`).
     pub join: bool,
@@ -196,9 +211,13 @@ impl NodeConfig {
             id: 1,
             api,
             raft,
+            api_address: api.to_string(),
+            raft_address: raft.to_string(),
+            tls: None,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             public_url: None,
-            members,
+            members: members.clone(),
+            listed: members,
             join: false,
             dial: BTreeMap::new(),
             token: None,
@@ -369,7 +388,7 @@ fn listener_limits(
 /// Refuses what would make a cluster's credentials useless: a multi-node file without a token
 /// (each node would generate its own, and a client could use only one node), and the sample
 /// file's public token or secret on a cluster reachable from another machine.
-fn check_credentials(file: &ClusterFile, addresses: &[SocketAddr]) -> Result<(), Problem> {
+fn check_credentials(file: &ClusterFile, exposed: Option<&str>) -> Result<(), Problem> {
     if file.node.len() > 1 && file.token.is_none() {
         return Err(Problem::Invalid(format!(
             "it describes {} nodes but sets no `token`: each node would generate a token of \
@@ -378,7 +397,7 @@ fn check_credentials(file: &ClusterFile, addresses: &[SocketAddr]) -> Result<(),
             file.node.len()
         )));
     }
-    let Some(exposed) = addresses.iter().find(|address| !address.ip().is_loopback()) else {
+    let Some(exposed) = exposed else {
         return Ok(());
     };
     if file.secret == SHIPPED_SECRET {
@@ -429,6 +448,93 @@ fn check_operator_token(file: &ClusterFile) -> Result<(), Problem> {
     }
 }
 
+/// Why `address` is not `host:port`, if it is not: the host an IP address (IPv6 in brackets)
+/// or a DNS name, the port a number.
+fn check_host_port(address: &str) -> Result<(), String> {
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or("is not a host:port address")?;
+    port.parse::<u16>()
+        .map_err(|_| format!("has no port number after its host ({port:?})"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let plausible_name = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
+        });
+    if host.parse::<IpAddr>().is_ok() || plausible_name {
+        Ok(())
+    } else {
+        Err("is not a host:port address (the host an IP address or a DNS name)".into())
+    }
+}
+
+/// The socket addresses `host:port` resolves to (a DNS lookup for a name).
+fn lookup(address: &str) -> Result<Vec<SocketAddr>, Problem> {
+    address
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .map_err(|error| Problem::Invalid(format!("cannot resolve {address:?}: {error}")))
+}
+
+/// This node's TLS files: all of them when the file names a CA, none otherwise. Paths are
+/// relative to the cluster file's directory.
+fn tls_files(file: &ClusterFile, me: &NodeEntry, base: &Path) -> Result<Option<TlsFiles>, Problem> {
+    let id = me.id;
+    match (&file.ca_file, &me.cert_file, &me.key_file) {
+        (Some(ca), Some(cert), Some(key)) => Ok(Some(TlsFiles {
+            ca: base.join(ca),
+            cert: base.join(cert),
+            key: base.join(key),
+            api_require_client_cert: file.api_require_client_cert.unwrap_or(false),
+        })),
+        (Some(_), _, _) => Err(Problem::Invalid(format!(
+            "`ca_file` turns TLS on, but node {id} lacks `cert_file` or `key_file`: make them \
+             with `tickd certs create-node --id {id} --host <its host>` and name them in its \
+             [[node]] table"
+        ))),
+        (None, None, None) if file.api_require_client_cert == Some(true) => Err(Problem::Invalid(
+            "`api_require_client_cert` needs TLS: set `ca_file` and each node's \
+                 `cert_file` and `key_file`"
+                .into(),
+        )),
+        (None, None, None) => Ok(None),
+        (None, _, _) => Err(Problem::Invalid(format!(
+            "node {id} names a certificate or key but the file sets no `ca_file`: TLS needs \
+             the cluster CA too (`tickd certs create-ca`)"
+        ))),
+    }
+}
+
+/// Refuses plain HTTP on an address off loopback unless the file says `insecure = true`:
+/// tokens, the cluster secret and every clock would cross the network in clear.
+fn check_exposure<'a>(
+    file: &ClusterFile,
+    id: NodeId,
+    tls: &Option<TlsFiles>,
+    listeners: impl IntoIterator<Item = (&'a String, SocketAddr)>,
+) -> Result<(), Problem> {
+    if tls.is_some() || file.insecure == Some(true) {
+        return Ok(());
+    }
+    match listeners
+        .into_iter()
+        .find(|(_, bound)| !bound.ip().is_loopback())
+    {
+        Some((address, bound)) => Err(Problem::Invalid(format!(
+            "node {id} would serve plain HTTP on {address} ({bound}), off loopback: tokens, \
+             the cluster secret and every clock would cross the network in clear. Turn TLS on \
+             (`ca_file`, and `cert_file`/`key_file` per node; `tickd certs` makes them), or \
+             set `insecure = true` if the network is private and trusted"
+        ))),
+        None => Ok(()),
+    }
+}
+
 enum Problem {
     Invalid(String),
     UnknownNode(String),
@@ -450,8 +556,11 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     }
     let mut ids = HashSet::new();
     let mut addresses = HashSet::new();
+    // The first address of the file that is, or may be, off loopback.
+    let mut exposed: Option<String> = None;
     let mut member_ips = HashSet::new();
     let mut members = BTreeMap::new();
+    let mut listed = BTreeMap::new();
     let mut known = HashSet::new();
     for node in &file.node {
         if !ids.insert(node.id) {
@@ -461,30 +570,31 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
             )));
         }
         for (role, address) in [("api", &node.api), ("raft", &node.raft)] {
-            let parsed: SocketAddr = address.parse().map_err(|_| {
-                Problem::Invalid(format!(
-                    "node {}: `{role}` = {address:?} is not an ip:port address",
-                    node.id
-                ))
+            check_host_port(address).map_err(|why| {
+                Problem::Invalid(format!("node {}: `{role}` = {address:?} {why}", node.id))
             })?;
-            member_ips.insert(parsed.ip().to_canonical());
-            if !addresses.insert(parsed) {
+            if !addresses.insert(address.to_ascii_lowercase()) {
                 return Err(Problem::Invalid(format!("address {address} is used twice")));
             }
+            // A peer's name that does not resolve here yet (its DNS record comes later) only
+            // keeps it out of the Raft listener's reserve; this node's own must resolve below.
+            let resolved = lookup(address).unwrap_or_default();
+            if resolved.is_empty() || resolved.iter().any(|ip| !ip.ip().is_loopback()) {
+                exposed.get_or_insert_with(|| address.clone());
+            }
+            member_ips.extend(resolved.iter().map(|ip| ip.ip().to_canonical()));
         }
         known.insert(node.id);
+        let address = NodeAddr {
+            api: node.api.clone(),
+            raft: node.raft.clone(),
+        };
         if !node.join {
-            members.insert(
-                node.id,
-                NodeAddr {
-                    api: node.api.clone(),
-                    raft: node.raft.clone(),
-                },
-            );
+            members.insert(node.id, address.clone());
         }
+        listed.insert(node.id, address);
     }
-    let listed: Vec<SocketAddr> = addresses.iter().copied().collect();
-    check_credentials(&file, &listed)?;
+    check_credentials(&file, exposed.as_deref())?;
     check_operator_token(&file)?;
     if members.is_empty() {
         return Err(Problem::Invalid(
@@ -495,7 +605,6 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         let known: Vec<String> = file.node.iter().map(|node| node.id.to_string()).collect();
         return Err(Problem::UnknownNode(known.join(", ")));
     };
-    let invalid_address = |what: &str| Problem::Invalid(format!("node {id}: bad {what} address"));
     let mut dial = BTreeMap::new();
     for (peer, address) in &me.dial {
         let listed = peer
@@ -507,11 +616,11 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
                 "node {id}: `dial` names {peer:?}, which is not a node id of the file"
             )));
         };
-        if address.parse::<SocketAddr>().is_err() {
-            return Err(Problem::Invalid(format!(
-                "node {id}: `dial` address {address:?} for node {peer} is not an ip:port address"
-            )));
-        }
+        check_host_port(address).map_err(|why| {
+            Problem::Invalid(format!(
+                "node {id}: `dial` address {address:?} for node {peer} {why}"
+            ))
+        })?;
         dial.insert(peer, address.clone());
     }
     let forward_deadline = file
@@ -519,13 +628,28 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_FORWARD_DEADLINE);
     let (api_limits, raft_limits) = listener_limits(&file, member_ips, forward_deadline)?;
+    let bind = |role: &str, address: &str| {
+        lookup(address)?.into_iter().next().ok_or_else(|| {
+            Problem::Invalid(format!(
+                "node {id}: `{role}` = {address:?} resolves to no address"
+            ))
+        })
+    };
+    let api = bind("api", &me.api)?;
+    let raft = bind("raft", &me.raft)?;
+    let tls = tls_files(&file, me, base)?;
+    check_exposure(&file, id, &tls, [(&me.api, api), (&me.raft, raft)])?;
     Ok(NodeConfig {
         id,
-        api: me.api.parse().map_err(|_| invalid_address("api"))?,
-        raft: me.raft.parse().map_err(|_| invalid_address("raft"))?,
+        api,
+        raft,
+        api_address: me.api.clone(),
+        raft_address: me.raft.clone(),
+        tls,
         data_dir: base.join(&me.data_dir),
         public_url: me.public_url.clone(),
         members,
+        listed,
         join: me.join,
         dial,
         token: file.token,
@@ -625,7 +749,7 @@ mod tests {
             (THREE_NODES.replace("9745", "9744"), "used twice"),
             (
                 THREE_NODES.replace("127.0.0.1:9645", "localhost"),
-                "not an ip:port",
+                "not a host:port",
             ),
             (THREE_NODES.replace("\"change-me\"", "\"\""), "secret"),
             (
@@ -655,7 +779,7 @@ mod tests {
         let unknown = load(&with_dial("\"9\" = \"127.0.0.1:7001\""), 3).expect_err("node 9");
         assert!(unknown.to_string().contains("not a node id"), "{unknown}");
         let bad = load(&with_dial("\"1\" = \"nowhere\""), 3).expect_err("bad address");
-        assert!(bad.to_string().contains("not an ip:port"), "{bad}");
+        assert!(bad.to_string().contains("not a host:port"), "{bad}");
     }
 
     #[test]
@@ -735,6 +859,79 @@ mod tests {
             load(THREE_NODES, 1).is_ok(),
             "the sample stays usable on loopback"
         );
+    }
+
+    /// The three-node file with credentials of its own, which any address off loopback needs.
+    fn with_own_credentials() -> String {
+        THREE_NODES
+            .replace("\"change-me\"", "\"s3cret-of-our-own\"")
+            .replace("ticktok-zY3wpR", "t0ken-of-our-own")
+            .replace("operator-sample", "0perator-of-our-own")
+    }
+
+    #[test]
+    fn plain_http_off_loopback_needs_insecure_or_tls() {
+        let own = with_own_credentials().replace("127.0.0.1:9643", "0.0.0.0:9643");
+        let error = load(&own, 1)
+            .expect_err("plain HTTP on 0.0.0.0")
+            .to_string();
+        assert!(
+            error.contains("plain HTTP on 0.0.0.0:9643") && error.contains("insecure = true"),
+            "{error}"
+        );
+        assert!(
+            load(&own, 2).is_ok(),
+            "node 2's own listeners stay on loopback"
+        );
+        let insecure = own.replace("secret =", "insecure = true\nsecret =");
+        assert!(load(&insecure, 1).is_ok(), "the operator insisted");
+        let tls = own
+            .replace("secret =", "ca_file = \"tls/ca.crt\"\nsecret =")
+            .replace(
+                "data_dir = \"data/node1\"",
+                "data_dir = \"data/node1\"\ncert_file = \"tls/n1.crt\"\nkey_file = \"tls/n1.key\"",
+            );
+        let config = load(&tls, 1).expect("TLS off loopback");
+        let files = config.tls.expect("TLS files");
+        assert!(files.ca.ends_with("tls/ca.crt") && files.ca.is_absolute());
+        assert!(files.cert.ends_with("tls/n1.crt") && files.key.ends_with("tls/n1.key"));
+        assert!(!files.api_require_client_cert);
+    }
+
+    #[test]
+    fn tls_needs_the_ca_and_each_nodes_certificate_and_key() {
+        let ca_only = THREE_NODES.replace("secret =", "ca_file = \"ca.crt\"\nsecret =");
+        let error = load(&ca_only, 2)
+            .expect_err("no certificate for node 2")
+            .to_string();
+        assert!(error.contains("node 2 lacks `cert_file`"), "{error}");
+        let cert_only = THREE_NODES.replace(
+            "data_dir = \"data/node2\"",
+            "data_dir = \"data/node2\"\ncert_file = \"n2.crt\"\nkey_file = \"n2.key\"",
+        );
+        let error = load(&cert_only, 2).expect_err("no CA").to_string();
+        assert!(error.contains("sets no `ca_file`"), "{error}");
+        let client_certs =
+            THREE_NODES.replace("secret =", "api_require_client_cert = true\nsecret =");
+        let error = load(&client_certs, 1).expect_err("client certificates without TLS");
+        assert!(error.to_string().contains("needs TLS"), "{error}");
+    }
+
+    #[test]
+    fn addresses_may_name_hosts() {
+        let named = with_own_credentials()
+            .replace("127.0.0.1:9744", "localhost:9744")
+            .replace("127.0.0.1:9645", "node3.tickd.invalid:9645");
+        let config = load(&named, 2).expect("DNS names are addresses");
+        assert_eq!(config.raft_address, "localhost:9744");
+        assert!(config.raft.ip().is_loopback(), "{}", config.raft);
+        assert_eq!(
+            config.members.get(&3).map(|node| node.api.as_str()),
+            Some("node3.tickd.invalid:9645"),
+            "a peer's name is kept as written, for its certificate"
+        );
+        let error = load(&named, 3).expect_err("node 3 cannot bind a name that does not resolve");
+        assert!(error.to_string().contains("node3.tickd.invalid"), "{error}");
     }
 
     #[test]

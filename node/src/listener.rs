@@ -30,27 +30,49 @@
 //! cluster) from a peer: that is the limit of keying by address, and why the tests flood from
 //! other loopback addresses (127.0.0.2 and up).
 //!
-//! Only HTTP/1.1 is served: tickd's peers (reqwest over `http://`) and Ticktok clients speak
-//! it, and HTTP/2 with prior knowledge would bypass the header-read timer.
+//! Only HTTP/1.1 is served: tickd's peers and Ticktok clients speak it, and HTTP/2 with prior
+//! knowledge would bypass the header-read timer.
+//!
+//! **TLS** ([`Security::Tls`]): the handshake runs in the connection's own task, so a slow one
+//! never holds up the accept loop, and it must finish within the header-read timeout, so a
+//! connection that never completes it is closed like one that never sends a request. On the
+//! Raft listener a completed handshake is not enough: the peer's certificate must name a
+//! current member ([`crate::tls::identify`]), and each request of the connection carries that
+//! member as a [`VerifiedPeer`] for the Raft router. A refused handshake or identity is closed
+//! at once, counted in [`TLS_REFUSED`] by reason, and logged at most once per 10 s per
+//! listener (with the number held back), since anyone can provoke it.
 
-use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
+use axum::http::Request;
 use axum::http::StatusCode;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use metrics::{counter, describe_counter, describe_gauge, gauge};
+use metrics::{Gauge, counter, describe_counter, describe_gauge, gauge};
+use tickd_api::log_limit::{LOG_EVERY, LogLimit};
+use tickd_raft::peer_auth::VerifiedPeer;
+use tickd_raft::{NodeAddr, NodeId};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceExt as _;
 use tower_http::timeout::{RequestBodyTimeout, Timeout};
+
+use crate::tls;
 
 /// Connections closed at accept because a cap was reached, by listener and reason.
 pub const CONNECTIONS_REFUSED: &str = "tickd_connections_refused_total";
 /// Connections a listener holds open, by listener.
 pub const CONNECTIONS_OPEN: &str = "tickd_connections_open";
+/// Connections closed because their TLS handshake failed or their certificate named no
+/// member, by listener and reason.
+pub const TLS_REFUSED: &str = "tickd_tls_refused_total";
 
 /// Default wait for a complete request head, which is also the keep-alive idle timeout.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -94,6 +116,25 @@ pub struct ListenerLimits {
     pub members: HashSet<IpAddr>,
 }
 
+/// The members a peer's certificate may name right now (the current membership, or the
+/// cluster file's nodes before this node belongs to one).
+pub type Members = Arc<dyn Fn() -> BTreeMap<NodeId, NodeAddr> + Send + Sync>;
+
+/// How a listener's connections are secured.
+#[derive(Clone)]
+pub enum Security {
+    /// Plain HTTP.
+    Plain,
+    /// TLS with this configuration. With `members` (the Raft listener), the peer's certificate
+    /// must name one of them.
+    Tls {
+        /// The server configuration (certificate, key, client-certificate policy).
+        config: Arc<rustls::ServerConfig>,
+        /// Who may connect, when the listener checks identities.
+        members: Option<Members>,
+    },
+}
+
 /// Which of the node's listeners, as the metrics label it.
 #[derive(Debug, Clone, Copy)]
 pub enum Listener {
@@ -123,6 +164,13 @@ pub fn describe() {
         CONNECTIONS_OPEN,
         "Connections the listener holds open, by listener (api, raft)"
     );
+    describe_counter!(
+        TLS_REFUSED,
+        "Connections closed because the TLS handshake failed (reason=untrusted, expired, \
+         not_yet_valid, bad_certificate, no_certificate, handshake, timeout) or the peer's \
+         certificate named no current member (reason=no_node_id, not_a_member, wrong_host), \
+         by listener (api, raft)"
+    );
 }
 
 /// Serves `router` on `listener` within `limits` until `stopped` turns true, then stops
@@ -131,6 +179,7 @@ pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     which: Listener,
+    security: Security,
     limits: ListenerLimits,
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
@@ -149,7 +198,9 @@ pub async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
+    let handshake_timeout = limits.header_read_timeout;
     let admission = Arc::new(Admission::new(limits));
+    let refusals = Arc::new(LogLimit::new(LOG_EVERY));
     let graceful = GracefulShutdown::new();
     loop {
         let accepted = tokio::select! {
@@ -180,24 +231,118 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
         }
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(service.clone()),
-        );
-        let connection = graceful.watch(connection);
-        let open = open.clone();
-        open.increment(1.0);
+        let connection = Connection {
+            http: http.clone(),
+            service: service.clone(),
+            watcher: graceful.watcher(),
+            peer,
+            open: open.clone(),
+        };
+        let security = security.clone();
+        let refusals = Arc::clone(&refusals);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, %peer, "connection closed with an error");
-            }
-            open.decrement(1.0);
+            let Security::Tls { config, members } = security else {
+                connection.serve(stream, None).await;
+                drop(slot);
+                return;
+            };
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let refuse = |reason: &'static str, why: String| {
+                counter!(TLS_REFUSED, "listener" => label, "reason" => reason).increment(1);
+                if let Some(held_back) = refusals.admit() {
+                    tracing::warn!(%peer, listener = label, reason, held_back,
+                        "TLS connection refused: {why}");
+                }
+            };
+            let stream =
+                match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(error)) => return refuse(handshake_refusal(&error), error.to_string()),
+                    Err(_) => {
+                        return refuse(
+                            "timeout",
+                            format!("no TLS handshake within {handshake_timeout:?}"),
+                        );
+                    }
+                };
+            let verified = match members {
+                None => None,
+                Some(members) => {
+                    match tls::identify(stream.get_ref().1.peer_certificates(), &members()) {
+                        Ok(id) => Some(VerifiedPeer(id)),
+                        Err(refusal) => return refuse(refusal.label(), refusal.to_string()),
+                    }
+                }
+            };
+            connection.serve(stream, verified).await;
             drop(slot);
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// The service of one listener: the router within its request and body timeouts.
+type TimedRouter = Timeout<RequestBodyTimeout<axum::Router>>;
+
+/// What serving one accepted connection takes.
+struct Connection {
+    http: hyper::server::conn::http1::Builder,
+    service: TimedRouter,
+    watcher: Watcher,
+    peer: SocketAddr,
+    open: Gauge,
+}
+
+impl Connection {
+    /// Serves HTTP/1.1 on `stream` until the client closes it, a timer closes it, or the node
+    /// shuts down. Every request carries the client's address (axum's [`ConnectInfo`]) and,
+    /// on a verified Raft connection, the member it came from.
+    async fn serve<S>(self, stream: S, verified: Option<VerifiedPeer>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Self {
+            http,
+            service,
+            watcher,
+            peer,
+            open,
+        } = self;
+        let service = service.map_request(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(verified) = verified {
+                request.extensions_mut().insert(verified);
+            }
+            request
+        });
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+        open.increment(1.0);
+        if let Err(error) = watcher.watch(connection).await {
+            tracing::debug!(%error, %peer, "connection closed with an error");
+        }
+        open.decrement(1.0);
+    }
+}
+
+/// The metric reason of a failed TLS handshake.
+fn handshake_refusal(error: &std::io::Error) -> &'static str {
+    use rustls::CertificateError as Certificate;
+    let rustls_error = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match rustls_error {
+        Some(rustls::Error::InvalidCertificate(problem)) => match problem {
+            Certificate::Expired | Certificate::ExpiredContext { .. } => "expired",
+            Certificate::NotValidYet | Certificate::NotValidYetContext { .. } => "not_yet_valid",
+            Certificate::UnknownIssuer | Certificate::BadSignature => "untrusted",
+            _ => "bad_certificate",
+        },
+        Some(rustls::Error::NoCertificatesPresented) => "no_certificate",
+        _ => "handshake",
+    }
 }
 
 /// Why a connection was not admitted.

@@ -12,6 +12,7 @@ mod credentials;
 mod listener;
 mod node;
 mod telemetry;
+mod tls;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -53,6 +54,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // Every TLS configuration tickd builds names ring explicitly; this makes it the default for
+    // the rest too (reqwest is built without a provider of its own). Installing can only fail
+    // when one is installed already, which is then as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut cli = Cli::parse();
     if let Some(command) = cli.command.take() {
         return cli::run(command);

@@ -1,13 +1,15 @@
 //! Wiring one node: storage, Raft, network, API, and their shutdown.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tickd_api::{AccessToken, ApiConfig, CheckSpace, PollTracker, QueueDeclarer};
 use tickd_engine::Broker;
-use tickd_raft::network::{PeerNetwork, PeerTransport};
+use tickd_raft::network::{PeerNetwork, PeerSecurity, PeerTransport};
+use tickd_raft::peer_auth::PeerAuth;
 use tickd_raft::secret::ClusterSecret;
-use tickd_raft::{Raft, Replica};
+use tickd_raft::{NodeAddr, NodeId, Raft, Replica};
 use tickd_storage::DiskReserve;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -16,8 +18,9 @@ use tokio::sync::watch;
 use crate::bootstrap;
 use crate::config::NodeConfig;
 use crate::credentials::{self, Role};
-use crate::listener::{self, Listener, ListenerLimits};
+use crate::listener::{self, Listener, Members, Security};
 use crate::telemetry;
+use crate::tls::{self, NodeTls, TlsError};
 
 /// Why a node could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +42,9 @@ pub enum NodeError {
     /// openraft refused to start.
     #[error("cannot start Raft: {0}")]
     Raft(String),
+    /// The TLS files could not be used.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// The HTTP client for peers could not be built.
     #[error("cannot build the HTTP client for peers: {0}")]
     Transport(#[from] reqwest::Error),
@@ -109,9 +115,18 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let secret =
         credentials::cluster_secret(config.secret.clone(), &data_dir).map_err(data_dir_error)?;
 
+    let tls = config.tls.as_ref().map(tls::load).transpose()?;
     let (log_store, state_machine, state) = tickd_storage::open(&data_dir)?;
     let raft_config = Arc::new(tickd_raft::timing::raft_config(config.snapshot_every)?);
-    let transport = PeerTransport::new(ClusterSecret::new(secret.clone()), config.dial.clone())?;
+    let peer_security = match &tls {
+        Some(tls) => PeerSecurity::MutualTls(Box::new(tls.peers.clone())),
+        None => PeerSecurity::Secret,
+    };
+    let transport = PeerTransport::new(
+        ClusterSecret::new(secret.clone()),
+        config.dial.clone(),
+        peer_security,
+    )?;
     let raft = Raft::new(
         config.id,
         raft_config,
@@ -132,15 +147,39 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let raft_listener = listen("Raft RPC", config.raft).await?;
     let api_listener = listen("REST API", config.api).await?;
     let (stop, stopped) = watch::channel(false);
-    let raft_server = serve(
+    let (peer_auth, raft_security, api_security) = match &tls {
+        Some(NodeTls {
+            api,
+            raft: raft_tls,
+            ..
+        }) => (
+            PeerAuth::Certificate,
+            Security::Tls {
+                config: raft_tls.clone(),
+                members: Some(members_now(raft.clone(), config.listed.clone())),
+            },
+            Security::Tls {
+                config: api.clone(),
+                members: None,
+            },
+        ),
+        None => (
+            PeerAuth::Secret(ClusterSecret::new(secret.clone())),
+            Security::Plain,
+            Security::Plain,
+        ),
+    };
+    let raft_server = listener::serve(
         raft_listener,
         tickd_raft::rpc::router(
             raft.clone(),
+            peer_auth,
             ClusterSecret::new(secret),
             transport,
-            config.raft.to_string(),
+            config.raft_address.clone(),
         ),
         Listener::Raft,
+        raft_security,
         config.raft_limits.clone(),
         stopped.clone(),
     );
@@ -162,7 +201,8 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         token: AccessToken::new(token),
         operator_token: AccessToken::new(operator_token),
         public_url: config.public_url.clone(),
-        api_address: config.api.to_string(),
+        api_address: config.api_address.clone(),
+        tls: tls.is_some(),
         rabbit_uri,
         max_clocks: config.max_clocks,
         metrics_require_token: config.metrics_require_token,
@@ -176,10 +216,11 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     };
     let render = telemetry::renderer(metrics.clone(), replica.state().clone());
     let router = tickd_api::router(replica.clone(), api, declarer, polls.clone(), render, space);
-    let api_server = serve(
+    let api_server = listener::serve(
         api_listener,
         router,
         Listener::Api,
+        api_security,
         config.api_limits.clone(),
         stopped.clone(),
     );
@@ -206,8 +247,9 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
 
     tracing::info!(
         node = config.id,
-        api = %config.api,
-        raft = %config.raft,
+        api = %config.api_address,
+        raft = %config.raft_address,
+        tls = tls.is_some(),
         data_dir = %data_dir.display(),
         token_from = %origin,
         operator_token_from = %operator_origin,
@@ -253,16 +295,25 @@ async fn listen(
         })
 }
 
-/// Serves `router` within `limits` (timeouts and connection caps, see [`listener`]) until
-/// `stopped` turns true; the open connections then finish their requests.
-async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    which: Listener,
-    limits: ListenerLimits,
-    stopped: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    listener::serve(listener, router, which, limits, stopped).await
+/// Whom the Raft listener accepts under mutual TLS: the current membership (voters and
+/// learners), or, while this node belongs to none yet (before the cluster forms, or while it
+/// waits to be added), every node of its cluster file.
+fn members_now(raft: Raft, listed: BTreeMap<NodeId, NodeAddr>) -> Members {
+    Arc::new(move || {
+        let metrics = raft.metrics();
+        let current: BTreeMap<NodeId, NodeAddr> = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, node)| (*id, node.clone()))
+            .collect();
+        if current.is_empty() {
+            listed.clone()
+        } else {
+            current
+        }
+    })
 }
 
 async fn wait_for_shutdown_signal() -> Result<(), NodeError> {

@@ -15,8 +15,10 @@
 //!   hammering a dead peer; an answer that misses its deadline is not, so a busy follower gets
 //!   the next append at once.
 //! * [`rpc`]: the server side, an axum router on the node's Raft address. Every request must
-//!   carry the cluster secret ([`secret`]); one without it is refused with 403 before it is
-//!   parsed, so it cannot change anything.
+//!   come from a member ([`peer_auth`]): over plain HTTP it carries the cluster secret
+//!   ([`secret`]); under mutual TLS the listener has verified the caller's certificate. A
+//!   request that is neither is refused with 403 before it is parsed, so it cannot change
+//!   anything.
 //! * [`Replica`]: proposes commands, forwarding them to the leader when this node is not it,
 //!   and makes local reads linearizable with a read index obtained from the leader. Writes
 //!   that queue up while earlier ones are in flight are proposed together as one log entry
@@ -47,6 +49,7 @@ mod batching;
 pub mod failure;
 pub mod membership;
 pub mod network;
+pub mod peer_auth;
 pub mod proof;
 pub mod replica;
 pub mod rpc;

@@ -3,6 +3,12 @@
 //! One [`PeerTransport`] per process holds the pooled `reqwest::Client`; openraft's
 //! per-peer [`PeerConnection`]s and the [`Replica`](crate::Replica)'s forwarding share it, so
 //! connections to a peer are reused by every kind of traffic.
+//!
+//! Under mutual TLS ([`PeerSecurity::MutualTls`]) every call is HTTPS: the client trusts only
+//! the cluster's CA, checks that the peer's certificate names the host it dials (rustls'
+//! standard server-name check against the member's advertised Raft address), and presents this
+//! node's own certificate; the cluster secret is then never sent. Over plain HTTP every call
+//! but the membership challenge carries the secret in a header.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -126,11 +132,25 @@ async fn read_limited(
     Ok(Some(body))
 }
 
+/// How node-to-node calls are protected; see [`crate::peer_auth`] for the server side.
+#[derive(Debug)]
+pub enum PeerSecurity {
+    /// Plain HTTP, each call carrying the cluster secret.
+    Secret,
+    /// HTTPS with this client configuration: the cluster CA as the only root, and this node's
+    /// certificate as its client identity. No secret is sent.
+    MutualTls(Box<rustls::ClientConfig>),
+}
+
 /// The pooled HTTP client for all node-to-node calls.
 #[derive(Clone, Debug)]
 pub struct PeerTransport {
     client: reqwest::Client,
     secret: ClusterSecret,
+    /// `https` under mutual TLS, `http` otherwise.
+    scheme: &'static str,
+    /// Whether calls carry the secret: only over plain HTTP.
+    sends_secret: bool,
     dial: Arc<BTreeMap<NodeId, String>>,
 }
 
@@ -144,18 +164,32 @@ impl PeerTransport {
     pub fn new(
         secret: ClusterSecret,
         dial: BTreeMap<NodeId, String>,
+        security: PeerSecurity,
     ) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()?;
+            .pool_idle_timeout(Duration::from_secs(60));
+        let (builder, scheme, sends_secret) = match security {
+            PeerSecurity::Secret => (builder, "http", true),
+            PeerSecurity::MutualTls(config) => (
+                builder.tls_backend_preconfigured(*config).https_only(true),
+                "https",
+                false,
+            ),
+        };
         Ok(Self {
-            client,
+            client: builder.build()?,
             secret,
+            scheme,
+            sends_secret,
             dial: Arc::new(dial),
         })
+    }
+
+    fn url(&self, addr: &str, path: &str) -> String {
+        format!("{}://{addr}{path}", self.scheme)
     }
 
     /// The address at which this node reaches peer `id`, advertised as `node`.
@@ -165,7 +199,7 @@ impl PeerTransport {
             .map_or(node.raft.as_str(), String::as_str)
     }
 
-    /// POSTs `body` as JSON to `http://{addr}{path}` and decodes the JSON answer.
+    /// POSTs `body` as JSON to `{addr}{path}` and decodes the JSON answer.
     pub async fn post<Req, Resp>(
         &self,
         addr: &str,
@@ -177,11 +211,11 @@ impl PeerTransport {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        let request = self.client.post(format!("http://{addr}{path}")).json(body);
+        let request = self.client.post(self.url(addr, path)).json(body);
         self.send(addr, self.authenticated(request), timeout).await
     }
 
-    /// GETs `http://{addr}{path}` and decodes the JSON answer.
+    /// GETs `{addr}{path}` and decodes the JSON answer.
     pub async fn get<Resp>(
         &self,
         addr: &str,
@@ -191,22 +225,21 @@ impl PeerTransport {
     where
         Resp: DeserializeOwned,
     {
-        let request = self.client.get(format!("http://{addr}{path}"));
+        let request = self.client.get(self.url(addr, path));
         self.send(addr, self.authenticated(request), timeout).await
     }
 
     /// Asks the node at `addr` to prove that it holds the cluster secret. The one request
     /// sent without the secret: the node has not yet shown it belongs (see [`crate::proof`]).
+    /// Under mutual TLS the node has also shown a certificate of the cluster's CA for the
+    /// host being added before the challenge is sent.
     pub async fn challenge(
         &self,
         addr: &str,
         challenge: &Challenge,
         timeout: Duration,
     ) -> Result<Proof, TransportError> {
-        let request = self
-            .client
-            .post(format!("http://{addr}{PROOF_PATH}"))
-            .json(challenge);
+        let request = self.client.post(self.url(addr, PROOF_PATH)).json(challenge);
         self.send(addr, request, timeout).await
     }
 
@@ -216,7 +249,11 @@ impl PeerTransport {
     }
 
     fn authenticated(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        request.header(SECRET_HEADER, self.secret.expose())
+        if self.sends_secret {
+            request.header(SECRET_HEADER, self.secret.expose())
+        } else {
+            request
+        }
     }
 
     async fn send<Resp: DeserializeOwned>(
@@ -363,9 +400,20 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
 mod tests {
     use super::*;
 
+    /// A plain-HTTP transport, as a node without TLS builds it. reqwest needs a TLS provider
+    /// for any client; the binary installs ring at start-up, and so do the tests.
+    fn plain_transport() -> PeerTransport {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        PeerTransport::new(
+            ClusterSecret::new("s3cret"),
+            BTreeMap::new(),
+            PeerSecurity::Secret,
+        )
+        .expect("an HTTP client")
+    }
+
     fn connection_to(addr: String) -> PeerConnection {
-        let transport = PeerTransport::new(ClusterSecret::new("s3cret"), BTreeMap::new())
-            .expect("an HTTP client");
+        let transport = plain_transport();
         PeerConnection {
             target: 2,
             addr,
@@ -434,8 +482,7 @@ mod tests {
                 let chunk = vec![b'['; 1 << 20];
                 while stream.write_all(&chunk).await.is_ok() {}
             });
-            let transport = PeerTransport::new(ClusterSecret::new("s3cret"), BTreeMap::new())
-                .expect("an HTTP client");
+            let transport = plain_transport();
             let answer: Result<serde_json::Value, _> = transport
                 .get(&addr, STATUS_PATH, Duration::from_secs(30))
                 .await;

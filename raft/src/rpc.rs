@@ -1,9 +1,10 @@
 //! The server side of node-to-node traffic: an axum router for the node's Raft address.
 //!
-//! Each handler is a thin adapter around one `Raft` call. The secret check runs as middleware
-//! before any body is read, so an unauthenticated request cannot reach openraft. One route
-//! takes no secret: the membership proof ([`crate::proof`]), which a leader asks of a node
-//! before it trusts the node's address with the secret, and which answers with a MAC only.
+//! Each handler is a thin adapter around one `Raft` call. The member check ([`PeerAuth`]: the
+//! secret header over plain HTTP, the listener's verified certificate under mutual TLS) runs
+//! as middleware before any body is read, so an unauthenticated request cannot reach openraft.
+//! One route needs neither: the membership proof ([`crate::proof`]), which a leader asks of a
+//! node before it trusts the node's address, and which answers with a MAC only.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -23,6 +24,7 @@ use crate::network::{
     APPEND_PATH, MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH,
     VOTE_PATH, WRITE_PATH,
 };
+use crate::peer_auth::{PeerAuth, VerifiedPeer};
 use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
 use crate::status::NodeStatus;
@@ -35,11 +37,13 @@ pub const MAX_RPC_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// The most bytes of a membership challenge: a few dozen, with room for JSON.
 const MAX_CHALLENGE_BYTES: usize = 1024;
 
-/// The router of a node's Raft address. `transport` lets the leader reach a node it is asked
-/// to add before that node is a member; `raft_address` is this node's advertised Raft
+/// The router of a node's Raft address. `auth` says how callers prove they are members;
+/// `secret` keys this node's membership proof; `transport` lets the leader reach a node it is
+/// asked to add before that node is a member; `raft_address` is this node's advertised Raft
 /// address, which its membership proof binds.
 pub fn router(
     raft: Raft,
+    auth: PeerAuth,
     secret: ClusterSecret,
     transport: PeerTransport,
     raft_address: String,
@@ -60,29 +64,37 @@ pub fn router(
         .route(READ_INDEX_PATH, post(read_index))
         .route(STATUS_PATH, get(status))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(secret, require_secret))
+        .layer(middleware::from_fn_with_state(auth, require_member))
         .with_state(raft)
         .merge(proof)
 }
 
-async fn require_secret(
-    State(secret): State<ClusterSecret>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let presented = request
-        .headers()
-        .get(SECRET_HEADER)
-        .map(|value| value.as_bytes());
-    match presented {
-        Some(presented) if secret.matches(presented) => next.run(request).await,
-        _ => Refusal {
-            status: StatusCode::FORBIDDEN,
-            message: format!(
-                "node-to-node requests must carry the cluster secret in {SECRET_HEADER}"
-            ),
+async fn require_member(State(auth): State<PeerAuth>, request: Request, next: Next) -> Response {
+    match &auth {
+        PeerAuth::Secret(secret) => {
+            let presented = request
+                .headers()
+                .get(SECRET_HEADER)
+                .map(|value| value.as_bytes());
+            match presented {
+                Some(presented) if secret.matches(presented) => next.run(request).await,
+                _ => Refusal {
+                    status: StatusCode::FORBIDDEN,
+                    message: format!(
+                        "node-to-node requests must carry the cluster secret in {SECRET_HEADER}"
+                    ),
+                }
+                .into_response(),
+            }
         }
-        .into_response(),
+        PeerAuth::Certificate => match request.extensions().get::<VerifiedPeer>() {
+            Some(_) => next.run(request).await,
+            None => Refusal {
+                status: StatusCode::FORBIDDEN,
+                message: "node-to-node requests must come from a member's certificate".into(),
+            }
+            .into_response(),
+        },
     }
 }
 
@@ -183,12 +195,41 @@ async fn write(
 ) -> Result<Response, Refusal> {
     let command = parsed(body)?;
     Span::current().record("command", command.kind());
+    if !forwardable(&command) {
+        return Err(Refusal {
+            status: StatusCode::FORBIDDEN,
+            message: format!(
+                "a {} command is proposed only by the leader's own duties, never forwarded",
+                command.kind()
+            ),
+        });
+    }
     let written = raft.client_write(command).await;
     if let Ok(written) = &written {
         Span::current().record("index", written.log_id.index);
         tracing::debug!("committed for a follower");
     }
     Ok(reply(written.map(|written| written.data)))
+}
+
+/// Whether a follower can have forwarded `command`: the writes of API clients, alone or as one
+/// batch of them. Intents, confirmations and purges come only from the leader's engine, which
+/// proposes them locally; accepting one here would let a member that is not the leader file
+/// ticks, mark them delivered or delete clocks.
+fn forwardable(command: &Command) -> bool {
+    match command {
+        Command::Register { .. }
+        | Command::Pause { .. }
+        | Command::Resume { .. }
+        | Command::Tick { .. }
+        | Command::Pop { .. }
+        | Command::Touch { .. }
+        | Command::Restore { .. } => true,
+        Command::Intend(_) | Command::Confirm { .. } | Command::Purge { .. } => false,
+        Command::Batch(commands) => commands
+            .iter()
+            .all(|command| !matches!(command, Command::Batch(_)) && forwardable(command)),
+    }
 }
 
 /// A membership change forwarded by a follower. Like a forwarded write, it is applied here or
@@ -268,5 +309,32 @@ mod tests {
             assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
             assert!(refusal.message.contains("beyond"), "{}", refusal.message);
         }
+    }
+
+    #[test]
+    fn only_client_writes_are_accepted_from_a_follower() {
+        let client: Command = serde_json::from_value(serde_json::json!({
+            "Tick": { "id": "abc", "now_ms": 1 }
+        }))
+        .expect("a tick command");
+        let engine = [
+            serde_json::json!({ "Confirm": { "ticks": [] } }),
+            serde_json::json!({ "Purge": { "clocks": [] } }),
+            serde_json::json!({ "Intend": {
+                "through_ms": 1, "now_ms": 1, "catch_up_ms": 1, "queue_limit": 1
+            } }),
+        ]
+        .map(|value| serde_json::from_value::<Command>(value).expect("an engine command"));
+        assert!(forwardable(&client));
+        assert!(forwardable(&Command::Batch(vec![
+            client.clone(),
+            client.clone()
+        ])));
+        for command in engine {
+            assert!(!forwardable(&command), "{command:?}");
+            assert!(!forwardable(&Command::Batch(vec![client.clone(), command])));
+        }
+        let nested = Command::Batch(vec![Command::Batch(vec![client.clone()])]);
+        assert!(!forwardable(&nested));
     }
 }

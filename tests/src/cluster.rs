@@ -33,6 +33,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::config::{ClusterConfig, TEST_TOKEN};
+use crate::pki::Pki;
 use crate::ports;
 use crate::proxy::{LinkMode, LinkProxy};
 use crate::wait::{eventually, poll_until};
@@ -132,6 +133,7 @@ pub struct TestClusterBuilder {
     wait_ready: bool,
     link_proxies: bool,
     data_root: Option<PathBuf>,
+    tls: bool,
 }
 
 impl Default for TestClusterBuilder {
@@ -151,6 +153,7 @@ impl Default for TestClusterBuilder {
             joining: BTreeSet::new(),
             wait_ready: true,
             data_root: None,
+            tls: false,
         }
     }
 }
@@ -253,6 +256,15 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Turns TLS on: a CA and one certificate per node (for `127.0.0.1` and `localhost`) made
+    /// with `tickd certs` in the cluster's `pki/` folder, the API served over HTTPS and mutual
+    /// TLS between nodes. [`TestCluster::api_url`] then says `https`, and
+    /// [`TestCluster::client`] trusts the CA.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// Writes the cluster's files, spawns its nodes and (unless turned off)
     /// waits up to [`READY_TIMEOUT`] until they are ready.
     ///
@@ -286,6 +298,14 @@ impl TestClusterBuilder {
                     .into_owned();
             }
         }
+        let pki = self.tls.then(|| {
+            let pki = Pki::create(&dir_path.join("pki"));
+            config.ca_file = Some(pki.ca());
+            for node in &mut config.nodes {
+                node.tls = Some(pki.node(node.id, &["127.0.0.1", "localhost"]));
+            }
+            pki
+        });
         let links = if self.link_proxies {
             start_link_proxies(&mut config).await
         } else {
@@ -308,11 +328,11 @@ impl TestClusterBuilder {
                 (node.id, process)
             })
             .collect();
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .expect("build the harness's HTTP client");
+        let mut client = crate::http::client_builder().timeout(REQUEST_TIMEOUT);
+        if let Some(pki) = &pki {
+            client = client.tls_backend_preconfigured(pki.client_config(None));
+        }
+        let client = client.build().expect("build the harness's HTTP client");
 
         // The cluster exists before any process does, so that a panic while
         // spawning still kills what was spawned (in `Drop`).
@@ -326,6 +346,7 @@ impl TestClusterBuilder {
             env: self.env,
             nodes,
             client,
+            pki,
         };
         for id in cluster.node_ids() {
             if !self.initially_down.contains(&id) {
@@ -410,6 +431,8 @@ pub struct TestCluster {
     env: Vec<(String, String)>,
     nodes: BTreeMap<NodeId, Node>,
     client: reqwest::Client,
+    /// The certificates, when the cluster runs TLS.
+    pki: Option<Pki>,
 }
 
 /// Starts one proxy per directed link and points each node's `dial` table at them.
@@ -529,9 +552,16 @@ impl TestCluster {
         self.nodes.keys().copied().collect()
     }
 
-    /// The base URL of a node's API, `http://127.0.0.1:PORT`, without a trailing slash.
+    /// The base URL of a node's API, `http://127.0.0.1:PORT` (`https` under TLS), without a
+    /// trailing slash.
     pub fn api_url(&self, id: NodeId) -> String {
-        format!("http://{}", self.node(id).api)
+        let scheme = if self.pki.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.node(id).api)
+    }
+
+    /// The cluster's certificates, when it runs TLS.
+    pub fn pki(&self) -> Option<&Pki> {
+        self.pki.as_ref()
     }
 
     /// The address of a node's API.

@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::cluster::NodeId;
+use crate::pki::Identity;
 
 /// The access token of every test cluster unless a test sets another.
 pub const TEST_TOKEN: &str = "test-token";
@@ -40,6 +41,8 @@ pub struct ClusterConfig {
     pub metrics_require_token: Option<bool>,
     /// Further top-level keys, each with its value in TOML syntax, written as given.
     pub settings: Vec<(String, String)>,
+    /// The cluster CA (`ca_file`); with it every node needs its [`NodeConfig::tls`].
+    pub ca_file: Option<PathBuf>,
     /// The members, in the order they are written.
     pub nodes: Vec<NodeConfig>,
 }
@@ -60,6 +63,8 @@ pub struct NodeConfig {
     /// Per peer, the address this node dials instead of the peer's Raft address (the link
     /// proxies of a cluster with network faults).
     pub dial: BTreeMap<NodeId, SocketAddr>,
+    /// The node's certificate and key (`cert_file`, `key_file`), under TLS.
+    pub tls: Option<Identity>,
 }
 
 impl ClusterConfig {
@@ -86,6 +91,7 @@ impl ClusterConfig {
                 data_dir: format!("node{id}"),
                 join: false,
                 dial: BTreeMap::new(),
+                tls: None,
             })
             .collect();
         ClusterConfig {
@@ -98,6 +104,7 @@ impl ClusterConfig {
             clock_ttl_ms: None,
             metrics_require_token: None,
             settings: Vec::new(),
+            ca_file: None,
             nodes,
         }
     }
@@ -129,6 +136,9 @@ impl ClusterConfig {
         for (key, value) in &self.settings {
             let _ = writeln!(out, "{key} = {value}");
         }
+        if let Some(ca) = &self.ca_file {
+            let _ = writeln!(out, "ca_file = {}", toml_path(ca));
+        }
         for node in &self.nodes {
             out.push('\n');
             let _ = writeln!(out, "[[node]]");
@@ -138,6 +148,10 @@ impl ClusterConfig {
             let _ = writeln!(out, "data_dir = {}", toml_string(&node.data_dir));
             if node.join {
                 let _ = writeln!(out, "join = true");
+            }
+            if let Some(identity) = &node.tls {
+                let _ = writeln!(out, "cert_file = {}", toml_path(&identity.cert));
+                let _ = writeln!(out, "key_file = {}", toml_path(&identity.key));
             }
             if !node.dial.is_empty() {
                 let _ = writeln!(out, "[node.dial]");
@@ -163,6 +177,11 @@ impl ClusterConfig {
     pub fn node(&self, id: NodeId) -> Option<&NodeConfig> {
         self.nodes.iter().find(|node| node.id == id)
     }
+}
+
+/// Quotes a path as a TOML string (lossily, for a path that is not UTF-8).
+fn toml_path(path: &Path) -> String {
+    toml_string(&path.to_string_lossy())
 }
 
 /// Quotes `value` as a TOML basic string, escaping what TOML requires.

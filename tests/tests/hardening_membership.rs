@@ -118,7 +118,9 @@ async fn respond(answer: &Answer, request: &str) -> String {
         }
         Answer::RelayTo(member) => {
             let challenge: Value = serde_json::from_str(body).unwrap_or_default();
-            reqwest::Client::new()
+            tickd_tests::http::client_builder()
+                .build()
+                .expect("an HTTP client")
                 .post(format!("http://{member}/internal/prove"))
                 .json(&challenge)
                 .send()

@@ -100,8 +100,7 @@ async fn cpu_share(pid: u32, window: Duration) -> f64 {
 fn spread_clients(count: u8) -> Vec<reqwest::Client> {
     (1..=count)
         .map(|n| {
-            reqwest::Client::builder()
-                .no_proxy()
+            tickd_tests::http::client_builder()
                 .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
                 .timeout(Duration::from_secs(MAX_WAIT_SECONDS + 20))
                 .build()

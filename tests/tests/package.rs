@@ -95,8 +95,7 @@ async fn the_debian_package_installs_a_service_that_serves_the_api() {
     let log_path = scratch.join("tickd.log");
     let mut node = Node::spawn(&argv, &environment, &log_path);
     let base = format!("http://127.0.0.1:{}", ports[0]);
-    let client = reqwest::Client::builder()
-        .no_proxy()
+    let client = tickd_tests::http::client_builder()
         .timeout(REQUEST_TIMEOUT)
         .build()
         .expect("an HTTP client");

@@ -119,9 +119,15 @@ pub struct AdminClient {
 }
 
 impl AdminClient {
-    /// A client for the API at `api` (`http://host:port`, or just `host:port`) that sends
-    /// `token` as its `credential`.
-    pub fn new(api: &str, credential: Credential, token: Option<String>) -> Result<Self, CliError> {
+    /// A client for the API at `api` (`http://host:port`, `https://host:port`, or just
+    /// `host:port`: https with `tls`, http without) that sends `token` as its `credential`;
+    /// `tls` trusts only the cluster's CA.
+    pub fn new(
+        api: &str,
+        credential: Credential,
+        token: Option<String>,
+        tls: Option<rustls::ClientConfig>,
+    ) -> Result<Self, CliError> {
         let token = token.filter(|token| !token.is_empty()).ok_or_else(|| {
             CliError::Usage(format!(
                 "no {}: pass {} ({}; a node without a configured token stores a generated \
@@ -131,15 +137,21 @@ impl AdminClient {
                 credential.sources(),
             ))
         })?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let base = if api.contains("://") {
             api.trim_end_matches('/').to_string()
         } else {
-            format!("http://{}", api.trim_end_matches('/'))
+            format!("{scheme}://{}", api.trim_end_matches('/'))
         };
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT);
+        let builder = match tls {
+            Some(tls) => builder.tls_backend_preconfigured(tls),
+            None => builder,
+        };
+        let http = builder
             .build()
             .map_err(|error| CliError::Usage(format!("cannot build an HTTP client: {error}")))?;
         Ok(Self {

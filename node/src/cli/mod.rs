@@ -138,6 +138,24 @@ pub struct Target {
     /// Print the API's JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
+    /// The CA certificate (PEM) that signed the node's certificate, for a node with TLS: the
+    /// only authority trusted, and `--api` defaults to `https://` with it.
+    #[arg(long, global = true, env = "TICKD_CA_FILE", value_name = "PEM")]
+    ca_file: Option<PathBuf>,
+    /// A client certificate (PEM) for a node that requires one (`api_require_client_cert`);
+    /// `tickd certs create-client` makes it. Needs --ca-file and --client-key.
+    #[arg(long, global = true, env = "TICKD_CLIENT_CERT", value_name = "PEM",
+          requires_all = ["client_key", "ca_file"])]
+    client_cert: Option<PathBuf>,
+    /// The key of --client-cert (PEM).
+    #[arg(
+        long,
+        global = true,
+        env = "TICKD_CLIENT_KEY",
+        value_name = "PEM",
+        requires = "client_cert"
+    )]
+    client_key: Option<PathBuf>,
 }
 
 /// What a command prints: the JSON for `--json`, the text otherwise.
@@ -205,7 +223,20 @@ async fn execute(command: AdminCommand) -> Result<Output, CliError> {
     } else {
         (Credential::Client, target.token.clone())
     };
-    let client = AdminClient::new(&target.api, credential, token)?;
+    let tls = match &target.ca_file {
+        Some(ca) => Some(
+            crate::tls::client_config_from_files(
+                ca,
+                target
+                    .client_cert
+                    .as_deref()
+                    .zip(target.client_key.as_deref()),
+            )
+            .map_err(|error| CliError::Usage(error.to_string()))?,
+        ),
+        None => None,
+    };
+    let client = AdminClient::new(&target.api, credential, token, tls)?;
     match command {
         AdminCommand::Cluster { command, .. } => match command {
             ClusterCommand::Status => cluster::status(&client).await,
