@@ -3,9 +3,11 @@
 //! With no arguments it runs a single node on 127.0.0.1:9643 with its data in `./data`; with
 //! `--config cluster.toml --node ID` it runs node ID of the cluster described in the file.
 //! With a subcommand (`cluster`, `clocks`, `backup`, `restore`) it is an admin client of a
-//! running cluster instead (see [`cli`]).
+//! running cluster instead (see [`cli`]); `tickd certs` makes a cluster's TLS files
+//! (see [`certs`]).
 
 mod bootstrap;
+mod certs;
 mod cli;
 mod config;
 mod credentials;
@@ -31,9 +33,9 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// Operate a running cluster instead of running a node.
+    /// Operate a running cluster, or make its certificates, instead of running a node.
     #[command(subcommand)]
-    command: Option<cli::AdminCommand>,
+    command: Option<cli::Command>,
 
     /// The cluster file (see the shipped cluster.toml). Without it, tickd runs a single node
     /// on 127.0.0.1:9643 with its data in ./data.

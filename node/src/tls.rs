@@ -32,8 +32,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use tickd_raft::{NodeAddr, NodeId};
 
-/// The subject common name of node `id`'s certificate is this prefix followed by the id.
-pub const NODE_CN_PREFIX: &str = "tickd-node-";
+use crate::certs::NODE_CN_PREFIX;
 
 /// The only application protocol the listeners speak (see `crate::listener`).
 const HTTP1: &[u8] = b"http/1.1";

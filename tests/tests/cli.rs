@@ -1,5 +1,6 @@
 //! The admin CLI (`tickd cluster|clocks|backup|restore`), run as a process against real
-//! clusters: every subcommand, its table and `--json` output, and its error paths.
+//! clusters: every subcommand, its table and `--json` output, and its error paths; and
+//! `tickd certs`, run as a process in a temporary directory.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -291,4 +292,138 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
     .await
     .json("get after restore");
     assert_eq!(got["status"], "ACTIVE", "{got}");
+}
+
+/// Every file in `dir` with its mode and contents, by name: what a refused command must leave
+/// unchanged.
+fn files_and_modes(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut files: Vec<(String, u32, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("read the certificates directory")
+        .map(|entry| {
+            let entry = entry.expect("a directory entry");
+            let mode = entry.metadata().expect("metadata").permissions().mode() & 0o777;
+            let contents = std::fs::read(entry.path()).expect("read a file");
+            (entry.file_name().to_string_lossy().into(), mode, contents)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn certs_make_a_cluster_s_files_with_safe_modes_and_never_overwrite() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let dir = root.path().join("certs");
+    let d = path_arg(&dir);
+    // No node is involved: TICKD_API points nowhere.
+    let nowhere = "http://127.0.0.1:9";
+
+    let ca = tickd(nowhere, None, &["certs", "create-ca", "--dir", &d])
+        .await
+        .ok("create-ca");
+    assert!(
+        ca.contains(&path_arg(&dir.join("ca.key")))
+            && ca.contains("CN=tickd cluster CA")
+            && ca.contains("expires"),
+        "{ca}"
+    );
+    let node = tickd(
+        nowhere,
+        None,
+        &[
+            "certs",
+            "create-node",
+            "--id",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--host",
+            "node1.tickd.test",
+            "--dir",
+            &d,
+        ],
+    )
+    .await
+    .ok("create-node");
+    assert!(
+        node.contains("CN=tickd-node-1, IP:127.0.0.1, DNS:node1.tickd.test; expires"),
+        "{node}"
+    );
+    let client = tickd(
+        nowhere,
+        None,
+        &["certs", "create-client", "--name", "ops", "--dir", &d],
+    )
+    .await
+    .ok("create-client");
+    assert!(client.contains("CN=tickd-client-ops"), "{client}");
+
+    let made = files_and_modes(&dir);
+    let modes: Vec<(&str, u32)> = made
+        .iter()
+        .map(|(name, mode, _)| (name.as_str(), *mode))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("ca.crt", 0o644),
+            ("ca.key", 0o600),
+            ("client-ops.crt", 0o644),
+            ("client-ops.key", 0o600),
+            ("node-1.crt", 0o644),
+            ("node-1.key", 0o600),
+        ]
+    );
+    let dir_mode = std::fs::metadata(&dir)
+        .expect("the directory")
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+
+    // Refusals exit 2, say why, and change nothing: not the CA, not a byte.
+    tickd(nowhere, None, &["certs", "create-ca", "--dir", &d])
+        .await
+        .fails("a second create-ca", 2, "ca.key already exists");
+    let other = path_arg(&root.path().join("other"));
+    tickd(nowhere, None, &["certs", "create-ca", "--dir", &other])
+        .await
+        .ok("another CA");
+    let other_key = format!("{other}/ca.key");
+    let refused: [(&[&str], &str); 4] = [
+        (
+            &["create-node", "--id", "0", "--host", "127.0.0.1"],
+            "--id 0 is no node id",
+        ),
+        (
+            &["create-node", "--id", "2", "--host", "*.tickd.test"],
+            "is a wildcard",
+        ),
+        (
+            &[
+                "create-node",
+                "--id",
+                "2",
+                "--host",
+                "127.0.0.2",
+                "--ca-key",
+                &other_key,
+            ],
+            "does not belong to the CA certificate",
+        ),
+        (&["create-client", "--name", "a/b"], "--name \"a/b\""),
+    ];
+    for (args, says) in refused {
+        let mut command = vec!["certs"];
+        command.extend_from_slice(args);
+        command.extend_from_slice(&["--dir", &d]);
+        tickd(nowhere, None, &command)
+            .await
+            .fails(&args.join(" "), 2, says);
+    }
+    assert!(
+        files_and_modes(&dir) == made,
+        "a refused command changed the directory"
+    );
 }

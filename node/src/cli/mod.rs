@@ -6,9 +6,13 @@
 //! exit non-zero with one line on stderr that says what to check: the address for an
 //! unreachable node, the token for a 403, the API's message for anything else.
 //!
+//! `certs` is the exception: it talks to no node but makes the cluster's TLS files on this
+//! machine ([`crate::certs`]).
+//!
 //! One module per group of commands; [`client`] is the only one that speaks HTTP.
 
 mod backup;
+mod certs;
 mod client;
 mod clocks;
 mod cluster;
@@ -26,6 +30,20 @@ use crate::cli::clocks::Action;
 /// The API address the commands use when neither `--api` nor `TICKD_API` is given: the
 /// single-node default.
 const DEFAULT_API: &str = "http://127.0.0.1:9643";
+
+/// A subcommand of `tickd`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// An admin command of a running cluster.
+    #[command(flatten)]
+    Admin(AdminCommand),
+    /// Make the cluster's TLS files: a CA, one certificate per node, client certificates.
+    Certs {
+        /// What to make.
+        #[command(subcommand)]
+        command: certs::CertsCommand,
+    },
+}
 
 /// An admin command.
 #[derive(Debug, Subcommand)]
@@ -164,8 +182,16 @@ pub struct Output {
     text: String,
 }
 
-/// Runs an admin command; prints its output or its error and returns the exit code.
-pub fn run(command: AdminCommand) -> ExitCode {
+/// Runs a subcommand; prints its output or its error and returns the exit code.
+pub fn run(command: Command) -> ExitCode {
+    match command {
+        Command::Admin(command) => run_admin(command),
+        Command::Certs { command } => certs::run(command),
+    }
+}
+
+/// Runs an admin command against the node `--api` names.
+fn run_admin(command: AdminCommand) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
