@@ -1,5 +1,6 @@
 //! The published Ticktok JavaScript client (npm `ticktok` 0.2.1, unchanged) against a tickd
-//! cluster: it registers a clock and receives its ticks, over RabbitMQ and over http.
+//! cluster: it registers a clock and receives its ticks, over RabbitMQ and over http, and over
+//! https from a cluster with TLS on.
 //!
 //! The package is installed from the npm registry into `CARGO_TARGET_TMPDIR/ticktok-js`, once;
 //! later runs reuse it. The client is driven by `tests/js/receive_ticks.js`. Without `node`,
@@ -181,6 +182,10 @@ async fn client_receives_ticks(cluster: &TestCluster, modules: &Path, channel: &
         .arg(TICKS.to_string())
         .current_dir(cluster.dir())
         .env("NODE_PATH", modules.join("node_modules"));
+    // Node's own TLS, trusting the cluster's CA beside its bundled roots.
+    if let Some(pki) = cluster.pki() {
+        command.env("NODE_EXTRA_CA_CERTS", pki.ca());
+    }
     // axios 0.18 honours http_proxy but not no_proxy: keep the client on loopback.
     for proxy in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"] {
         command.env_remove(proxy);
@@ -243,4 +248,11 @@ async fn published_ticktok_client_receives_ticks_over_http() {
     let modules = install().await;
     let cluster = TestCluster::builder().nodes(3).start().await;
     client_receives_ticks(&cluster, &modules, "http").await;
+}
+
+#[tokio::test]
+async fn published_ticktok_client_receives_ticks_over_https() {
+    let modules = install().await;
+    let cluster = TestCluster::builder().nodes(3).tls().start().await;
+    client_receives_ticks(&cluster, &modules, "https").await;
 }
