@@ -14,6 +14,7 @@
 //! - [`wait`]: [`eventually`], the one way to wait for a state.
 //! - [`ports`] and [`config`]: free loopback ports, and the `cluster.toml` writer.
 //! - [`tools`]: the external tools some tests drive, or a failure naming how to install them.
+//! - [`membership`]: membership changes through the API, checked.
 //!
 //! Three rules hold throughout:
 //! - **Real processes.** Each node is a child process with its own data
@@ -36,6 +37,7 @@ pub mod api;
 pub mod chaos;
 pub mod cluster;
 pub mod config;
+pub mod membership;
 pub mod ports;
 pub mod power;
 pub mod proxy;
