@@ -46,12 +46,24 @@ impl Capture {
             .tempdir()
             .expect("create the capture's temporary directory");
         let file = dir.path().join("bridge.pcap");
-        // -U writes each packet as it comes, -n resolves no names (no DNS from the rig), and
-        // -Z root keeps tcpdump from dropping to a user that cannot write the file.
+        // --immediate-mode hands each packet to tcpdump as it arrives (by default the kernel
+        // holds them in blocks for up to a second, and a capture stopped before the block is
+        // handed over saw nothing), -U writes each one to the file at once, -n resolves no
+        // names (no DNS from the rig), and -Z root keeps tcpdump from dropping to a user that
+        // cannot write the file.
         let mut child = Command::new("ip")
             .args(["netns", "exec", namespace])
             .arg(&tcpdump)
-            .args(["-i", bridge, "-U", "-n", "-Z", "root", "-w"])
+            .args([
+                "-i",
+                bridge,
+                "--immediate-mode",
+                "-U",
+                "-n",
+                "-Z",
+                "root",
+                "-w",
+            ])
             .arg(&file)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
