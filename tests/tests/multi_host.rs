@@ -29,6 +29,26 @@ const RECOVERY: Duration = Duration::from_secs(30);
 /// write through it and for ticks to fall due.
 const FAULT_HOLDS: Duration = Duration::from_secs(3);
 
+/// How long before a watched clock's instant a fault that takes the leader away begins.
+const BEFORE_AN_INSTANT: Duration = Duration::from_millis(100);
+
+/// Waits until [`BEFORE_AN_INSTANT`] before the next whole second, when the watched clocks
+/// (every second, on the second) next fall due. A fault that takes the leader away then
+/// leaves that instant to its successor, so each run tests the ticks due while there is no
+/// leader, not only those of a lucky failover that fell between two instants.
+async fn just_before_an_instant() {
+    let into_second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.subsec_millis())
+        .unwrap_or(0);
+    let until = (1_000 - u64::from(into_second)).saturating_sub(millis(BEFORE_AN_INSTANT));
+    tokio::time::sleep(Duration::from_millis(until)).await;
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The ids of every clock node `node` lists.
 async fn ids_seen_by(cluster: &TestCluster, node: NodeId) -> BTreeSet<String> {
     let (status, _, body) = list(cluster, node, "").await;
@@ -85,6 +105,7 @@ async fn a_killed_leader_loses_no_acknowledged_write_and_no_tick() {
     let cluster = rig.cluster().start().await;
     let verdict = under_fault(&cluster, 1, async {
         let leader = cluster.wait_for_leader(SETTLE).await;
+        just_before_an_instant().await;
         cluster.kill(leader);
         cluster.wait_for_new_leader(leader, SETTLE).await;
         tokio::time::sleep(FAULT_HOLDS).await;
@@ -104,6 +125,7 @@ async fn an_unplugged_leader_is_replaced_and_the_writes_of_its_successor_survive
     let cluster = rig.cluster().start().await;
     let verdict = under_fault(&cluster, 2, async {
         let leader = cluster.wait_for_leader(SETTLE).await;
+        just_before_an_instant().await;
         rig.unplug(leader);
         let successor = cluster.wait_for_new_leader(leader, SETTLE).await;
         assert_ne!(successor, leader);
