@@ -37,6 +37,7 @@ mod capture;
 mod ip;
 pub mod pcap;
 
+use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -105,7 +106,12 @@ impl Rig {
                 if std::env::var("CI").is_ok_and(|value| value == "true") {
                     panic!("{message}; under CI=true the rig's tests must run");
                 }
-                eprintln!("\n!!!!! SKIPPED (CI is not true): {message} !!!!!\n");
+                // Written to the process's standard error itself, which the test harness does
+                // not capture (`eprintln!` in a passing test would be swallowed).
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n!!!!! SKIPPED (CI is not true): {message} !!!!!\n"
+                );
                 return None;
             }
         };
