@@ -137,3 +137,20 @@ ensure_fuse() {
     exit 1
   fi
 }
+
+# The multi-host rig (tests/tests/multi_host.rs) puts each node in a network namespace of its
+# own with ip (iproute2), drops packets between two of them with nft (nftables) and captures
+# the rig's bridge with tcpdump. Namespaces also need root, which no package provides.
+ensure_rig_tools() {
+  local command package
+  for pair in ip:iproute2 nft:nftables tcpdump:tcpdump; do
+    command=${pair%%:*}
+    package=${pair#*:}
+    if command -v "$command" >/dev/null 2>&1; then
+      say "$command ($package): present"
+    else
+      say "$command: missing, installing $package"
+      apt_install "$package"
+    fi
+  done
+}

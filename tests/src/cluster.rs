@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
 use std::io::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -70,6 +70,26 @@ const KEEP_DIR_VAR: &str = "TICKD_TEST_KEEP_DIR";
 /// Environment variables that would override `cluster.toml` in the node
 /// (SPEC §8); they are removed so the developer's shell cannot change a test.
 const OVERRIDE_VARS: [&str; 2] = ["ACCESS_TOKEN", "RABBIT_URI"];
+
+/// The API port of a node that has an address of its own ([`NodeHost`]): every host has its
+/// own address, so every node can use the port an operator's cluster file would.
+pub const HOST_API_PORT: u16 = 9643;
+
+/// The Raft port of a node that has an address of its own ([`NodeHost`]).
+pub const HOST_RAFT_PORT: u16 = 9743;
+
+/// Where a node runs when it is not on this machine's loopback: the multi-host rig
+/// ([`crate::rig`]) puts each node in a network namespace of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeHost {
+    /// The host's address: the node's API listens on it at [`HOST_API_PORT`], its Raft
+    /// listener at [`HOST_RAFT_PORT`], and the cluster file names it.
+    pub address: IpAddr,
+    /// The command that runs the node there, followed by the node's own command line
+    /// (`ip netns exec NAME`). It must exec the node, so that the child's pid is the node's
+    /// and SIGKILL and SIGSTOP reach it.
+    pub command_prefix: Vec<String>,
+}
 
 /// The lifecycle state of one node process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +154,7 @@ pub struct TestClusterBuilder {
     link_proxies: bool,
     data_root: Option<PathBuf>,
     tls: bool,
+    hosts: Vec<NodeHost>,
 }
 
 impl Default for TestClusterBuilder {
@@ -154,6 +175,7 @@ impl Default for TestClusterBuilder {
             wait_ready: true,
             data_root: None,
             tls: false,
+            hosts: Vec::new(),
         }
     }
 }
@@ -248,6 +270,14 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Runs node `i` (from 1) on `hosts[i - 1]` instead of 127.0.0.1; there must be one host
+    /// per node. The nodes' addresses are then fixed ([`HOST_API_PORT`], [`HOST_RAFT_PORT`]),
+    /// and partitions are the hosts' business: such a cluster has no link proxies.
+    pub fn hosts(mut self, hosts: Vec<NodeHost>) -> Self {
+        self.hosts = hosts;
+        self
+    }
+
     /// Whether [`start`](Self::start) waits until the started nodes are healthy
     /// under one leader (default `true`). Turn it off when the started nodes
     /// are a minority, or when the test watches start-up itself.
@@ -256,7 +286,7 @@ impl TestClusterBuilder {
         self
     }
 
-    /// Turns TLS on: a CA and one certificate per node (for `127.0.0.1` and `localhost`) made
+    /// Turns TLS on: a CA and one certificate per node (for its address and `localhost`) made
     /// with `tickd certs` in the cluster's `pki/` folder, the API served over HTTPS and mutual
     /// TLS between nodes. [`TestCluster::api_url`] then says `https`, and
     /// [`TestCluster::client`] trusts the CA.
@@ -281,7 +311,26 @@ impl TestClusterBuilder {
             .expect("create the test cluster's temporary directory");
         let dir_path = dir.path().to_path_buf();
 
-        let mut config = ClusterConfig::local(self.nodes, &ports::allocate(2 * self.nodes));
+        let mut config = if self.hosts.is_empty() {
+            ClusterConfig::local(self.nodes, &ports::allocate(2 * self.nodes))
+        } else {
+            assert_eq!(
+                self.hosts.len(),
+                self.nodes,
+                "a cluster on hosts needs one host per node"
+            );
+            assert!(
+                !self.link_proxies,
+                "link proxies listen on loopback, which nodes on hosts of their own cannot \
+                 reach; partition such a cluster through its hosts' links"
+            );
+            ClusterConfig::of_listeners(self.hosts.iter().map(|host| {
+                (
+                    SocketAddr::new(host.address, HOST_API_PORT),
+                    SocketAddr::new(host.address, HOST_RAFT_PORT),
+                )
+            }))
+        };
         config.token = self.token;
         config.rabbit_uri = self.rabbit_uri;
         config.snapshot_every = self.snapshot_every;
@@ -302,7 +351,8 @@ impl TestClusterBuilder {
             let pki = Pki::create(&dir_path.join("pki"));
             config.ca_file = Some(pki.ca());
             for node in &mut config.nodes {
-                node.tls = Some(pki.node(node.id, &["127.0.0.1", "localhost"]));
+                let host = node.raft.ip().to_string();
+                node.tls = Some(pki.node(node.id, &[host.as_str(), "localhost"]));
             }
             pki
         });
@@ -317,10 +367,14 @@ impl TestClusterBuilder {
         let nodes = config
             .nodes
             .iter()
-            .map(|node| {
+            .zip(self.hosts.iter().map(Some).chain(std::iter::repeat(None)))
+            .map(|(node, host)| {
                 let process = Node {
                     api: node.api,
                     raft: node.raft,
+                    command_prefix: host
+                        .map(|host| host.command_prefix.clone())
+                        .unwrap_or_default(),
                     data_dir: dir_path.join(&node.data_dir),
                     log_path: dir_path.join(format!("node{}.log", node.id)),
                     process: Mutex::new(Process::default()),
@@ -365,6 +419,8 @@ impl TestClusterBuilder {
 struct Node {
     api: SocketAddr,
     raft: SocketAddr,
+    /// What runs the node's command line where the node lives; empty: here.
+    command_prefix: Vec<String>,
     data_dir: PathBuf,
     log_path: PathBuf,
     process: Mutex<Process>,
@@ -552,8 +608,8 @@ impl TestCluster {
         self.nodes.keys().copied().collect()
     }
 
-    /// The base URL of a node's API, `http://127.0.0.1:PORT` (`https` under TLS), without a
-    /// trailing slash.
+    /// The base URL of a node's API, `http://ADDRESS:PORT` (`https` under TLS; 127.0.0.1
+    /// unless the node runs on a host of its own), without a trailing slash.
     pub fn api_url(&self, id: NodeId) -> String {
         let scheme = if self.pki.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.node(id).api)
@@ -707,7 +763,14 @@ impl TestCluster {
         );
         let stderr = log.try_clone().expect("duplicate the node log handle");
 
-        let mut command = Command::new(&self.binary);
+        let mut command = match node.command_prefix.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
         command
             .arg("--config")
             .arg(&self.config_path)
@@ -722,7 +785,11 @@ impl TestCluster {
         }
         command.envs(self.env.iter().map(|(key, value)| (key, value)));
         let child = command.spawn().unwrap_or_else(|error| {
-            panic!("spawn node {id} from {}: {error}", self.binary.display())
+            panic!(
+                "spawn node {id} from {} (through {:?}): {error}",
+                self.binary.display(),
+                node.command_prefix
+            )
         });
         process.child = Some(child);
         process.stopped = false;
@@ -1147,7 +1214,7 @@ impl Drop for TestCluster {
 
 /// Sends a signal by name (`STOP`, `CONT`, `TERM`) with the `kill` utility,
 /// which needs no unsafe code and no extra dependency.
-fn send_signal(pid: u32, signal: &str) {
+pub(crate) fn send_signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
         .arg(pid.to_string())

@@ -82,12 +82,26 @@ impl ClusterConfig {
             2 * n,
             ports.len()
         );
-        let nodes = (1..=n)
-            .zip(ports.chunks_exact(2))
-            .map(|(id, pair)| NodeConfig {
-                id: id as NodeId,
-                api: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[0])),
-                raft: SocketAddr::from((Ipv4Addr::LOCALHOST, pair[1])),
+        ClusterConfig::of_listeners(ports.chunks_exact(2).take(n).map(|pair| {
+            (
+                SocketAddr::from((Ipv4Addr::LOCALHOST, pair[0])),
+                SocketAddr::from((Ipv4Addr::LOCALHOST, pair[1])),
+            )
+        }))
+    }
+
+    /// A cluster whose node `i` (from 1) listens on the `i`-th (API, Raft) pair of addresses,
+    /// with data directory `node<i>` and the test constants for token and secrets. The
+    /// multi-host rig gives each node an address of its own ([`crate::rig`]).
+    pub fn of_listeners(
+        listeners: impl IntoIterator<Item = (SocketAddr, SocketAddr)>,
+    ) -> ClusterConfig {
+        let nodes = (1..)
+            .zip(listeners)
+            .map(|(id, (api, raft))| NodeConfig {
+                id,
+                api,
+                raft,
                 data_dir: format!("node{id}"),
                 join: false,
                 dial: BTreeMap::new(),

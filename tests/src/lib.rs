@@ -15,14 +15,19 @@
 //! - [`ports`] and [`config`]: free loopback ports, and the `cluster.toml` writer.
 //! - [`tools`]: the external tools some tests drive, or a failure naming how to install them.
 //! - [`http`]: the one way a test builds an HTTP client.
+//! - [`rig`]: the multi-host rig, each node in a network namespace of its own on a private
+//!   bridge, with real partitions and a packet capture of the bridge.
+//! - [`membership`]: membership changes through the API, checked.
 //!
 //! Three rules hold throughout:
 //! - **Real processes.** Each node is a child process with its own data
 //!   directory and log file (`node<ID>.log`, kept across restarts). A test
 //!   that panics prints the tail of every log; a dropped cluster leaves no
 //!   process behind.
-//! - **Loopback only.** Every address is on 127.0.0.1 and the HTTP client
-//!   ignores proxy variables; no test sends a packet off the machine.
+//! - **Loopback only.** Every address is on 127.0.0.1, or on the private
+//!   segment of a [`rig`] inside network namespaces the test made itself, and
+//!   the HTTP client ignores proxy variables; no test sends a packet off the
+//!   machine.
 //! - **Every wait is bounded.** Start-up, leader election, health, SIGTERM
 //!   and every request have a timeout, and a timeout panics with what was
 //!   awaited and what was last seen, so a broken node fails a test instead of
@@ -38,11 +43,13 @@ pub mod chaos;
 pub mod cluster;
 pub mod config;
 pub mod http;
+pub mod membership;
 pub mod pki;
 pub mod ports;
 pub mod power;
 pub mod proxy;
 pub mod rabbit;
+pub mod rig;
 pub mod tools;
 pub mod wait;
 

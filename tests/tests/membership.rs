@@ -8,20 +8,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::api::{
-    ClusterView, NODES_PATH, add_node, clock_id, cluster_view, get_clock, list, operator, register,
-    remove_node, send, try_send,
+    NODES_PATH, clock_id, cluster_view, get_clock, list, operator, register, remove_node, send,
+    try_send,
 };
-use tickd_tests::{NodeId, TestCluster, eventually, ports, unique_name};
+use tickd_tests::membership::{SETTLE, add_ok, remove_ok, voters, wait_for_voters};
+use tickd_tests::{NodeId, TestCluster, ports, unique_name};
 use tokio::task::JoinHandle;
-
-/// How long a cluster may take to settle after a membership change (an election included).
-const SETTLE: Duration = Duration::from_secs(20);
-
-/// How long a removed node keeps running before it is stopped, so that the polls clients
-/// already sent it (`?wait=1`, then a pop through the leader) are answered. A pop whose answer
-/// dies with the node would take its ticks with it: an operator drains a node before
-/// stopping it, as before any planned stop.
-const DRAIN: Duration = Duration::from_secs(2);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -112,67 +104,6 @@ fn write_clocks(
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     })
-}
-
-fn voters(view: &ClusterView) -> BTreeSet<NodeId> {
-    view.nodes
-        .iter()
-        .filter(|node| node.voter)
-        .map(|node| node.id)
-        .collect()
-}
-
-/// Waits until node `via` sees exactly `expected` as members, all voters, all reachable,
-/// under one leader among them.
-async fn wait_for_voters(cluster: &TestCluster, via: NodeId, expected: &[NodeId]) {
-    let expected: BTreeSet<NodeId> = expected.iter().copied().collect();
-    let what = format!("node {via} to see voters {expected:?}, all reachable, with a leader");
-    eventually(&what, SETTLE, Duration::from_millis(200), || async {
-        let view = cluster_view(cluster, via).await;
-        let members: BTreeSet<NodeId> = view.nodes.iter().map(|node| node.id).collect();
-        let settled = voters(&view) == expected
-            && members == expected
-            && view.nodes.iter().all(|node| node.reachable)
-            && view.leader.is_some_and(|leader| expected.contains(&leader));
-        if settled {
-            Ok(())
-        } else {
-            Err(format!("{view:?}"))
-        }
-    })
-    .await;
-}
-
-/// Adds `id` (already started) through node `via` and checks the answer.
-async fn add_ok(cluster: &TestCluster, via: NodeId, id: NodeId) {
-    let (status, _, body) = add_node(cluster, via, id).await;
-    assert_eq!(status, StatusCode::OK, "adding node {id} via {via}: {body}");
-    let voter_ids: Vec<u64> = body["voters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|node| node["id"].as_u64())
-        .collect();
-    assert!(voter_ids.contains(&id), "node {id} is no voter: {body}");
-}
-
-/// Removes `id` through node `via`, checks the answer, and kills the removed node once the
-/// requests in flight to it are answered (an operator stops it).
-async fn remove_ok(cluster: &TestCluster, via: NodeId, id: NodeId) {
-    let (status, _, body) = remove_node(cluster, via, id).await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "removing node {id} via {via}: {body}"
-    );
-    let ids: Vec<u64> = ["voters", "learners"]
-        .iter()
-        .flat_map(|key| body[key].as_array().cloned().unwrap_or_default())
-        .filter_map(|node| node["id"].as_u64())
-        .collect();
-    assert!(!ids.contains(&id), "node {id} is still a member: {body}");
-    tokio::time::sleep(DRAIN).await;
-    cluster.kill(id);
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ pub mod history;
 pub mod nemesis;
 pub mod rng;
 pub mod run;
+pub mod scripted;
 pub mod time;
 pub mod workload;
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -24,9 +25,9 @@ const NAMES: usize = 5;
 /// Clocks whose every tick is checked.
 const WATCHED: usize = 3;
 /// After the last fault heals, every watched clock must tick within this bound.
-const LIVENESS_BOUND: Duration = Duration::from_secs(5);
+pub(crate) const LIVENESS_BOUND: Duration = Duration::from_secs(5);
 /// The cluster's catch-up window (the default); no fault lasts longer.
-const CATCH_UP_MS: u64 = 60_000;
+pub(crate) const CATCH_UP_MS: u64 = 60_000;
 
 /// The channel a run's clocks use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +132,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         .map(|index| format!("chaos-{seed}-{index}"))
         .collect();
     let ids = Mutex::new(BTreeMap::new());
+    let clients_until_ms = AtomicU64::new(until_ms);
     let client_rngs: Vec<Rng> = (0..CLIENTS).map(|_| rng.fork()).collect();
     let pauser_rng = rng.fork();
     let clients = client_rngs
@@ -138,7 +140,13 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         .enumerate()
         .map(|(client, client_rng)| {
             workload::registry_client(
-                cluster, client, &names, &ids, client_rng, until_ms, &records,
+                cluster,
+                client,
+                &names,
+                &ids,
+                client_rng,
+                &clients_until_ms,
+                &records,
             )
         });
     let rabbit_consumers: Vec<_> = consumers.iter().filter_map(Consumer::rabbit).collect();
@@ -255,7 +263,11 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
 }
 
 /// Registers a watched clock, retrying through the nodes until one answers.
-async fn register_with_retries(cluster: &TestCluster, name: &str, rng: &mut Rng) -> Option<Value> {
+pub(crate) async fn register_with_retries(
+    cluster: &TestCluster,
+    name: &str,
+    rng: &mut Rng,
+) -> Option<Value> {
     let nodes = cluster.node_ids();
     for _ in 0..20 {
         let node = *rng.pick(&nodes);
@@ -310,11 +322,12 @@ async fn pause_and_resume(
     })
 }
 
-/// Every clock and its status after the final restart, read through the API.
-async fn final_state(cluster: &TestCluster) -> Option<BTreeMap<String, String>> {
+/// Every clock and its status after the final restart, read through the API of the first
+/// running node.
+pub(crate) async fn final_state(cluster: &TestCluster) -> Option<BTreeMap<String, String>> {
     nemesis::await_leader(cluster, Duration::from_secs(30)).await?;
+    let node = *cluster.running_ids().first()?;
     for _ in 0..20 {
-        let node = cluster.node_ids()[0];
         let request = crate::api::authed(cluster, reqwest::Method::GET, node, "/api/v1/clocks");
         if let Ok((reqwest::StatusCode::OK, _, Value::Array(clocks))) =
             crate::api::try_send(request).await

@@ -2,6 +2,7 @@
 //! clocks through random nodes, and consumers that receive the ticks of watched clocks.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -152,18 +153,20 @@ fn url_encode(text: &str) -> String {
         .collect()
 }
 
-/// One registry client: random operations on a small pool of names until `until_ms`.
+/// One registry client: random operations on a small pool of names until `until_ms`, which
+/// its caller may move (a scripted fault ends the workload once it has healed); the operation
+/// in flight then still completes and is recorded.
 pub async fn registry_client(
     cluster: &TestCluster,
     client: usize,
     names: &[String],
     ids: &Mutex<BTreeMap<String, String>>,
     mut rng: Rng,
-    until_ms: u64,
+    until_ms: &AtomicU64,
     records: &Records,
 ) {
     let nodes = cluster.node_ids();
-    while now_ms() < until_ms {
+    while now_ms() < until_ms.load(Ordering::Relaxed) {
         let name = rng.pick(names).clone();
         let known = ids
             .lock()
