@@ -107,6 +107,20 @@ pub struct WatchedClock {
     pub unsettled: Vec<(u64, u64)>,
 }
 
+impl WatchedClock {
+    /// An `every.1.seconds` clock whose registration answered `created` at `registered_ms`,
+    /// not yet paused.
+    pub fn every_second(created: &serde_json::Value, registered_ms: u64) -> WatchedClock {
+        WatchedClock {
+            id: created["id"].as_str().unwrap_or_default().to_string(),
+            interval_ms: 1_000,
+            registered_ms,
+            paused: Vec::new(),
+            unsettled: Vec::new(),
+        }
+    }
+}
+
 /// An http pop of a watched clock's queue that got no answer (a transport error, a timeout or
 /// an error status): it may have removed ticks that then reached nobody. SPEC §7 keeps http
 /// ticks "until popped", and a pop whose answer is lost is still a pop, so the ticks it may

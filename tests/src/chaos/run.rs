@@ -118,13 +118,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
             rng.fork(),
             records.clone(),
         ));
-        watched.push(WatchedClock {
-            id: created["id"].as_str().unwrap_or_default().to_string(),
-            interval_ms: 1_000,
-            registered_ms: now_ms(),
-            paused: Vec::new(),
-            unsettled: Vec::new(),
-        });
+        watched.push(WatchedClock::every_second(&created, now_ms()));
     }
 
     let until_ms = now_ms() + seconds * 1_000;

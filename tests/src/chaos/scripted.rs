@@ -106,13 +106,7 @@ pub async fn under_fault(
             rng.fork(),
             records.clone(),
         ));
-        watched.push(WatchedClock {
-            id: created["id"].as_str().unwrap_or_default().to_string(),
-            interval_ms: 1_000,
-            registered_ms: now_ms(),
-            paused: Vec::new(),
-            unsettled: Vec::new(),
-        });
+        watched.push(WatchedClock::every_second(&created, now_ms()));
     }
 
     let names: Vec<String> = (0..NAMES)
