@@ -42,6 +42,17 @@ ensure_libclang() {
   fi
 }
 
+# Whether the command given succeeds within $1 seconds, tried once a second.
+within() {
+  local seconds=$1
+  shift
+  for _ in $(seq 1 "$seconds"); do
+    "$@" && return 0
+    sleep 1
+  done
+  "$@"
+}
+
 broker_up() { rabbitmq-diagnostics -q check_port_connectivity >/dev/null 2>&1; }
 
 # The tick and compatibility tests talk to a real RabbitMQ on 127.0.0.1:5672 (guest/guest).
@@ -56,15 +67,81 @@ ensure_rabbitmq() {
   fi
   say "RabbitMQ: not running, starting it"
   rabbitmq-server -detached >/dev/null 2>&1 || true
-  for _ in $(seq 1 90); do
-    broker_up && break
-    sleep 1
-  done
-  if broker_up; then
+  if within 90 broker_up; then
     say "RabbitMQ: running on 127.0.0.1:5672"
   else
     echo "RabbitMQ did not come up on 127.0.0.1:5672 within 90 s; see /var/log/rabbitmq" >&2
     exit 1
+  fi
+}
+
+# The amqps:// tests (tests/tests/amqps.rs) need the same broker on a TLS listener:
+# 127.0.0.1:5671, with a certificate for 127.0.0.1 and localhost signed by a CA made here once.
+# The CA's certificate is the test's trust anchor; the broker asks no client certificate.
+TICKD_BROKER_TLS_DIR=/etc/rabbitmq/tickd-tls
+broker_tls_up() {
+  timeout 10 openssl s_client -connect 127.0.0.1:5671 -CAfile "$TICKD_BROKER_TLS_DIR/ca.pem" \
+    -verify_return_error -verify_ip 127.0.0.1 </dev/null >/dev/null 2>&1
+}
+make_broker_certificates() {
+  local dir=$TICKD_BROKER_TLS_DIR
+  install -d -m 0750 -o rabbitmq -g rabbitmq "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+    -subj "/CN=tickd test broker CA" -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
+    >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
+  rm -f "$dir/server.csr" "$dir/server.ext" "$dir/ca.key"
+  chown rabbitmq:rabbitmq "$dir"/*
+  chmod 0600 "$dir/server.key"
+  chmod 0644 "$dir/ca.pem" "$dir/server.pem"
+}
+ensure_rabbitmq_tls() {
+  ensure_rabbitmq
+  if [ -f "$TICKD_BROKER_TLS_DIR/ca.pem" ] && broker_tls_up; then
+    say "RabbitMQ: TLS listener on 127.0.0.1:5671"
+    return
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "configuring RabbitMQ's TLS listener needs root; run this script as root" >&2
+    exit 1
+  fi
+  command -v openssl >/dev/null 2>&1 || apt_install openssl
+  say "RabbitMQ: adding a TLS listener on 127.0.0.1:5671 (certificates in $TICKD_BROKER_TLS_DIR)"
+  [ -f "$TICKD_BROKER_TLS_DIR/ca.pem" ] || make_broker_certificates
+  local conf=/etc/rabbitmq/rabbitmq.conf
+  if ! grep -q '^listeners.ssl' "$conf" 2>/dev/null; then
+    cat >>"$conf" <<CONF
+# Added by tickd's scripts/prerequisites.sh for the amqps:// tests.
+listeners.ssl.local = 127.0.0.1:5671
+ssl_options.cacertfile = $TICKD_BROKER_TLS_DIR/ca.pem
+ssl_options.certfile = $TICKD_BROKER_TLS_DIR/server.pem
+ssl_options.keyfile = $TICKD_BROKER_TLS_DIR/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+CONF
+  fi
+  rabbitmqctl -q stop >/dev/null 2>&1 || true
+  ensure_rabbitmq
+  if within 60 broker_tls_up; then
+    say "RabbitMQ: TLS listener on 127.0.0.1:5671"
+  else
+    echo "RabbitMQ's TLS listener did not come up on 127.0.0.1:5671; see /var/log/rabbitmq" >&2
+    exit 1
+  fi
+}
+
+# The clock-skew tests (tests/tests/clock_skew.rs) set one node's wall clock off with
+# libfaketime, preloaded into that node's process alone.
+ensure_faketime() {
+  if [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
+    say "libfaketime: present"
+  else
+    say "libfaketime: missing, installing faketime"
+    apt_install faketime
   fi
 }
 

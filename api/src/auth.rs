@@ -39,7 +39,7 @@ impl AccessToken {
     }
 
     /// Whether any credential the request presents is this token.
-    fn admits(&self, request: &Request) -> bool {
+    pub(crate) fn admits(&self, request: &Request) -> bool {
         let from_query = request.uri().query().into_iter().flat_map(|query| {
             form_urlencoded::parse(query.as_bytes())
                 .filter(|(key, _)| key == "access_token")

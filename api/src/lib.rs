@@ -36,6 +36,7 @@ pub mod log_limit;
 pub mod openapi;
 pub mod polls;
 pub mod routes;
+pub mod strangers;
 pub mod telemetry;
 mod unanswered_pops;
 mod view;
@@ -110,6 +111,9 @@ pub struct ApiConfig {
     /// The most long polls (`?wait=N`) that may wait at once on this node; more are answered
     /// at once (see [`polls::LongPolls`]).
     pub max_long_polls: usize,
+    /// How many requests without a valid token one client address may send (see
+    /// [`strangers`]).
+    pub strangers: strangers::StrangerQuota,
 }
 
 /// The router of a node's API address.
@@ -123,6 +127,8 @@ pub fn router(
 ) -> Router {
     let token = config.token.clone();
     let operator_token = config.operator_token.clone();
+    let strangers =
+        strangers::Strangers::new(config.strangers, token.clone(), operator_token.clone());
     let (open_metrics, operator_metrics) = if config.metrics_require_token {
         (OpenApiRouter::new(), metrics_routes())
     } else {
@@ -153,6 +159,7 @@ pub fn router(
         .into();
     router
         .fallback(unknown_path)
+        .layer(middleware::from_fn_with_state(strangers, strangers::limit))
         .layer(middleware::from_fn(telemetry::observe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(error::json_errors))

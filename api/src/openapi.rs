@@ -12,6 +12,11 @@ use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::IntoResponse;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::header::Header;
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::schema::{ObjectBuilder, Ref, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -72,9 +77,55 @@ impl Modify for SecuritySchemes {
     }
 }
 
-/// The whole document: the parts above and every route of [`crate::router`].
+/// The whole document: the parts above and every route of [`crate::router`], each (but the
+/// pop) with the 429 that [`crate::strangers`] may answer in front of it.
 pub fn document() -> utoipa::openapi::OpenApi {
-    crate::all_routes().into_openapi()
+    let mut document = crate::all_routes().into_openapi();
+    for (path, item) in document.paths.paths.iter_mut() {
+        if path == crate::strangers::POP_ROUTE {
+            continue;
+        }
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+        ];
+        for operation in operations.into_iter().flatten() {
+            document_stranger_refusal(&mut operation.responses.responses);
+        }
+    }
+    document
+}
+
+/// Why [`crate::strangers`] answers 429: added to a route's own 429 when it has one.
+const STRANGER_REFUSAL: &str = "Too many requests without a valid token came from this \
+    address (health checks, wrong tokens, pops of unknown queues: \
+    `unauthenticated_rate_per_second`, `unauthenticated_burst`); retry after `Retry-After` \
+    seconds, or send the token";
+
+fn document_stranger_refusal(responses: &mut std::collections::BTreeMap<String, RefOr<Response>>) {
+    match responses.get_mut("429") {
+        Some(RefOr::T(own)) => {
+            own.description = format!("{}. Or: {STRANGER_REFUSAL}", own.description);
+        }
+        Some(RefOr::Ref(_)) => {}
+        None => {
+            let mut retry_after = Header::new(ObjectBuilder::new().schema_type(Type::Integer));
+            retry_after.description = Some("Seconds until this address may try again".into());
+            let refusal = ResponseBuilder::new()
+                .description(STRANGER_REFUSAL)
+                .header("Retry-After", retry_after)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("Error")))
+                        .build(),
+                )
+                .build();
+            responses.insert("429".to_owned(), RefOr::T(refusal));
+        }
+    }
 }
 
 /// The document as JSON, built once per process.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tickd_domain::{Command, QueueId};
-use tickd_raft::{Replica, wall_clock};
+use tickd_raft::Replica;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 /// How often polls that found nothing are reported: often enough for a clock TTL of a few
@@ -55,7 +55,7 @@ pub async fn report(tracker: PollTracker, replica: Replica, mut stop: watch::Rec
         }
         let touch = Command::Touch {
             queues,
-            now_ms: wall_clock::now_ms(),
+            now_ms: replica.clock().now_ms(),
         };
         if let Err(error) = replica.write(touch).await {
             tracing::debug!(%error, "poll report not committed");

@@ -24,6 +24,9 @@ pub const REQUEST_DURATION: &str = "tickd_api_request_duration_seconds";
 /// Http-channel ticks handed to pollers (delivered).
 pub const TICKS_POPPED: &str = "tickd_ticks_popped_total";
 
+/// Requests refused with a 429 because their address sent too many without a valid token.
+pub const STRANGERS_REFUSED: &str = "tickd_api_strangers_refused_total";
+
 /// The route label of a request that matched no route (it got a 404).
 const UNMATCHED: &str = "unmatched";
 
@@ -44,11 +47,17 @@ pub fn describe() {
         TICKS_POPPED,
         "Http-channel ticks this node handed to pollers"
     );
+    describe_counter!(
+        STRANGERS_REFUSED,
+        "Requests this node refused with a 429 because their address had sent too many \
+         without a valid token (unauthenticated_rate_per_second, unauthenticated_burst)"
+    );
     // The exporter renders a metric only once it has been recorded; a node no poller has
     // reached yet must still export its pops at zero, so that a sum over the nodes and an
     // alert on the increase see every node. The request metrics are labelled by route and
     // appear with the first request.
     counter!(TICKS_POPPED).increment(0);
+    counter!(STRANGERS_REFUSED).increment(0);
 }
 
 /// Middleware: one span per request, and its count and latency once answered.
@@ -76,6 +85,11 @@ pub async fn observe(request: Request, next: Next) -> Response {
     .increment(1);
     histogram!(REQUEST_DURATION, "route" => route, "method" => method).record(took.as_secs_f64());
     response
+}
+
+/// Counts a request refused by [`crate::strangers`].
+pub(crate) fn record_stranger_refused() {
+    counter!(STRANGERS_REFUSED).increment(1);
 }
 
 /// Counts ticks handed to a poller.

@@ -12,7 +12,8 @@ use futures::FutureExt as _;
 use futures::stream::{FuturesUnordered, StreamExt};
 use openraft::ServerState;
 use tickd_domain::{Command, Registry};
-use tickd_raft::{Raft, Replica, wall_clock};
+use tickd_raft::cluster_clock::{ClusterClock, MEASURE_EVERY, Verdict};
+use tickd_raft::{Raft, Replica};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval, sleep_until};
@@ -35,19 +36,38 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut metrics = replica.raft().metrics();
+    // The term in which this node last said that its clock keeps it from firing.
+    let mut held_in = None;
     loop {
         let leading = {
             let current = metrics.borrow_and_update();
             (current.state == ServerState::Leader).then_some(current.current_term)
         };
         if let Some(term) = leading {
-            tracing::info!(term, "leading: firing ticks");
-            let duties = Duties::new(&replica, broker.clone(), config.clone());
-            if duties.run(term, &mut stop).await == Exit::Stop {
-                return;
+            match now(replica.clock()) {
+                Ok(at) => {
+                    tracing::info!(term, "leading: firing ticks");
+                    let duties = Duties::new(&replica, broker.clone(), config.clone(), at);
+                    match duties.run(term, &mut stop).await {
+                        Exit::Stop => return,
+                        Exit::LostLeadership => {
+                            tracing::info!(term, "no longer leading: ticks stop here");
+                        }
+                        Exit::ClockRefused(verdict) => held(term, &verdict, &mut held_in),
+                    }
+                    continue;
+                }
+                // The clock monitor is handing leadership over (or the clocks are not yet
+                // measured); look again after its next round.
+                Err(verdict) => {
+                    held(term, &verdict, &mut held_in);
+                    tokio::select! {
+                        _ = stop.changed() => return,
+                        _ = tokio::time::sleep(MEASURE_EVERY) => {}
+                    }
+                    continue;
+                }
             }
-            tracing::info!(term, "no longer leading: ticks stop here");
-            continue;
         }
         tokio::select! {
             _ = stop.changed() => return,
@@ -59,20 +79,38 @@ pub async fn run(
 #[derive(Debug, PartialEq, Eq)]
 enum Exit {
     LostLeadership,
+    /// This node's clock may no longer fire ticks (see `tickd_raft::cluster_clock`).
+    ClockRefused(Verdict),
     Stop,
 }
 
-/// The two clocks, read once per step.
-fn now() -> Now {
-    Now {
+/// The two clocks, read once per step: the monotonic one, and the majority's time as far as
+/// it may have come (`ClusterClock::firing_now_ms`). `Err` when this node's clock may not
+/// fire ticks.
+fn now(clock: &ClusterClock) -> Result<Now, Verdict> {
+    clock.firing_now_ms().map(|wall_ms| Now {
         instant: Instant::now(),
-        wall_ms: wall_clock::now_ms(),
+        wall_ms,
+    })
+}
+
+/// Says, once per term, why this leader fires nothing.
+fn held(term: u64, verdict: &Verdict, held_in: &mut Option<u64>) {
+    if *held_in != Some(term) {
+        *held_in = Some(term);
+        tracing::warn!(
+            term,
+            ?verdict,
+            "leading, but this node's clock may not fire ticks: no intents and no publishing \
+             until it agrees with the majority's or another node takes over"
+        );
     }
 }
 
 struct Duties<'a> {
     replica: &'a Replica,
     raft: Raft,
+    clock: ClusterClock,
     broker: Option<Broker>,
     decisions: Decisions,
     /// How often abandoned clocks are looked for.
@@ -85,17 +123,18 @@ type Confirming =
     FuturesUnordered<std::pin::Pin<Box<dyn Future<Output = (OutboxKey, Settled)> + Send>>>;
 
 impl<'a> Duties<'a> {
-    fn new(replica: &'a Replica, broker: Option<Broker>, config: EngineConfig) -> Self {
+    fn new(replica: &'a Replica, broker: Option<Broker>, config: EngineConfig, at: Now) -> Self {
         let purge_every = config.purge_every();
         let decisions = Decisions::new(
             config,
             broker.is_some(),
             &replica.state().read().registry,
-            now(),
+            at,
         );
         Self {
             replica,
             raft: replica.raft().clone(),
+            clock: replica.clock().clone(),
             broker,
             decisions,
             purge_every,
@@ -129,14 +168,15 @@ impl<'a> Duties<'a> {
                     return Exit::LostLeadership;
                 }
             }
+            let at = match now(&self.clock) {
+                Ok(at) => at,
+                Err(verdict) => return Exit::ClockRefused(verdict),
+            };
             let wake = match wake_at {
                 Some(wake) => wake,
-                None => {
-                    let at = now();
-                    *wake_at.insert(
-                        self.read(|decisions, registry| decisions.next_publish_at(at, registry)),
-                    )
-                }
+                None => *wake_at.insert(
+                    self.read(|decisions, registry| decisions.next_publish_at(at, registry)),
+                ),
             };
             tokio::select! {
                 _ = stop.changed() => return Exit::Stop,
@@ -206,7 +246,10 @@ impl<'a> Duties<'a> {
         {
             return;
         }
-        let intent = self.decisions.intent(now());
+        let Ok(at) = now(&self.clock) else {
+            return;
+        };
+        let intent = self.decisions.intent(at);
         let raft = self.raft.clone();
         let span = tracing::debug_span!(
             "intent",
@@ -238,7 +281,9 @@ impl<'a> Duties<'a> {
         let Some(broker) = self.broker.clone() else {
             return;
         };
-        let at = now();
+        let Ok(at) = now(&self.clock) else {
+            return;
+        };
         let outgoing = self.read(|decisions, registry| decisions.due(at, registry));
         if outgoing.is_empty() {
             return;
@@ -253,7 +298,9 @@ impl<'a> Duties<'a> {
             Err(error) => {
                 telemetry::record_publish_failure();
                 tracing::warn!(%error, "RabbitMQ publish failed; the ticks stay in the outbox");
-                self.decisions.publish_failed(now());
+                if let Ok(at) = now(&self.clock) {
+                    self.decisions.publish_failed(at);
+                }
                 return;
             }
         };
@@ -327,7 +374,9 @@ impl<'a> Duties<'a> {
 
     /// Proposes the removal of the active clocks nobody consumes (SPEC §6).
     fn purge_abandoned(&mut self) {
-        let at = now();
+        let Ok(at) = now(&self.clock) else {
+            return;
+        };
         let Some(clocks) = self.read(|decisions, registry| decisions.abandoned(at, registry))
         else {
             return;

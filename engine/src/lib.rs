@@ -46,7 +46,7 @@ pub mod telemetry;
 use std::time::Duration;
 
 pub use duties::run;
-pub use rabbit::{Broker, BrokerError};
+pub use rabbit::{Broker, BrokerEndpoint, BrokerError};
 
 /// Settings of the tick engine (`cluster.toml`).
 #[derive(Debug, Clone)]

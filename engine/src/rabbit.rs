@@ -12,6 +12,9 @@
 //! failed attempt now and then, never a busy loop. Ticks that could not be published stay in
 //! the replicated outbox and are retried.
 //!
+//! An `amqps://` URI connects through rustls (ring), trusting the system's roots and the
+//! certificates of [`BrokerEndpoint::ca_pem`]; the broker's certificate must name the URI's host.
+//!
 //! The connection's state is the `tickd_rabbitmq_connected` gauge, set at every change this
 //! client sees: a connection opened, found dead, or dropped after a failed operation.
 
@@ -20,6 +23,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, PublisherConfirm};
 use tickd_domain::Tick;
@@ -79,10 +83,29 @@ impl Session {
     }
 }
 
+/// Where the broker is, and whom to trust there.
+#[derive(Clone)]
+pub struct BrokerEndpoint {
+    /// `amqp://` or `amqps://`, with credentials and virtual host.
+    pub uri: String,
+    /// PEM certificates trusted for `amqps://` beside the system's roots (`rabbit_ca_file`):
+    /// the CA of a broker whose certificate no public CA signed.
+    pub ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for BrokerEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URI may hold credentials.
+        f.debug_struct("BrokerEndpoint")
+            .field("tls_roots_added", &self.ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// This node's RabbitMQ client.
 #[derive(Clone)]
 pub struct Broker {
-    uri: String,
+    endpoint: Arc<BrokerEndpoint>,
     app_id: String,
     queue_ttl: Duration,
     session: Arc<Mutex<Option<Arc<Session>>>>,
@@ -101,12 +124,12 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    /// A client for `uri`; queues it declares expire after `queue_ttl` without consumers.
-    /// `app_id` names this node in every message it publishes, so that an operator (and the
-    /// failover tests) can tell which leader published a tick.
-    pub fn new(uri: String, queue_ttl: Duration, app_id: String) -> Self {
+    /// A client for `endpoint`; queues it declares expire after `queue_ttl` without
+    /// consumers. `app_id` names this node in every message it publishes, so that an operator
+    /// (and the failover tests) can tell which leader published a tick.
+    pub fn new(endpoint: BrokerEndpoint, queue_ttl: Duration, app_id: String) -> Self {
         Self {
-            uri,
+            endpoint: Arc::new(endpoint),
             app_id,
             queue_ttl,
             session: Arc::new(Mutex::new(None)),
@@ -280,9 +303,19 @@ impl Broker {
 
     async fn open_session(&self) -> Result<Session, BrokerError> {
         let unreachable = |error: lapin::Error| BrokerError::Unreachable(error.to_string());
-        let connection = Connection::connect(&self.uri, ConnectionProperties::default())
-            .await
-            .map_err(unreachable)?;
+        let tls = OwnedTLSConfig {
+            identity: None,
+            cert_chain: self.endpoint.ca_pem.clone(),
+        };
+        let runtime = lapin::runtime::default_runtime().map_err(unreachable)?;
+        let connection = Connection::connect_with_config(
+            &self.endpoint.uri,
+            ConnectionProperties::default(),
+            tls,
+            runtime,
+        )
+        .await
+        .map_err(unreachable)?;
         let publish = connection.create_channel().await.map_err(unreachable)?;
         publish
             .confirm_select(ConfirmSelectOptions::default())

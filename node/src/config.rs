@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use tickd_api::strangers::StrangerQuota;
+use tickd_raft::cluster_clock::DEFAULT_MAX_CLOCK_OFFSET;
 use tickd_raft::{NodeAddr, NodeId};
 
 use crate::listener::{self, ListenerLimits};
@@ -37,6 +39,8 @@ const MIB: u64 = 1 << 20;
 /// The API token of the sample `cluster.toml` in the repository: public, so refused when any
 /// address of the file is off loopback.
 const SHIPPED_TOKEN: &str = "ticktok-zY3wpR";
+/// The largest `max_clock_offset_ms` accepted: an hour.
+const MAX_CLOCK_OFFSET_MS: u64 = 3_600_000;
 /// The node-to-node secret of the sample `cluster.toml`: public, refused like the token.
 const SHIPPED_SECRET: &str = "change-me";
 /// The operator token of the sample `cluster.toml`: public, refused like the token.
@@ -50,10 +54,14 @@ struct ClusterFile {
     operator_token: Option<String>,
     secret: String,
     rabbit_uri: Option<String>,
+    rabbit_ca_file: Option<PathBuf>,
     snapshot_every: Option<u64>,
     max_clocks: Option<u64>,
     max_long_polls: Option<usize>,
+    unauthenticated_rate_per_second: Option<u32>,
+    unauthenticated_burst: Option<u32>,
     forward_deadline_ms: Option<u64>,
+    max_clock_offset_ms: Option<u64>,
     clock_ttl_ms: Option<u64>,
     catch_up_ms: Option<u64>,
     http_queue_limit: Option<u64>,
@@ -128,14 +136,21 @@ pub struct NodeConfig {
     pub secret: Option<String>,
     /// The RabbitMQ URI for the rabbit channel; `None` selects the http channel.
     pub rabbit_uri: Option<String>,
+    /// Certificates trusted for an `amqps://` broker beside the system's roots.
+    pub rabbit_ca_file: Option<PathBuf>,
     /// Log entries between snapshots.
     pub snapshot_every: u64,
     /// Cap on clocks per cluster.
     pub max_clocks: u64,
     /// Cap on this node's concurrent long polls; polls over it are answered at once.
     pub max_long_polls: usize,
+    /// How many requests without a valid token one client address may send.
+    pub strangers: StrangerQuota,
     /// How long a write may wait for a leader.
     pub forward_deadline: Duration,
+    /// How far this node's clock may be from the majority's before it stops campaigning and
+    /// firing ticks (`tickd_raft::cluster_clock`).
+    pub max_clock_offset: Duration,
     /// Whether `GET /metrics` needs the access token.
     pub metrics_require_token: bool,
     /// Timeouts and connection caps of the REST API listener.
@@ -224,10 +239,13 @@ impl NodeConfig {
             operator_token: None,
             secret: None,
             rabbit_uri: None,
+            rabbit_ca_file: None,
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
             max_clocks: DEFAULT_MAX_CLOCKS,
             max_long_polls: tickd_api::polls::DEFAULT_MAX_LONG_POLLS,
+            strangers: StrangerQuota::default(),
             forward_deadline: DEFAULT_FORWARD_DEADLINE,
+            max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
             metrics_require_token: true,
             api_limits: default_limits(
                 listener::DEFAULT_API_MAX_CONNECTIONS,
@@ -481,6 +499,42 @@ fn lookup(address: &str) -> Result<Vec<SocketAddr>, Problem> {
         .map_err(|error| Problem::Invalid(format!("cannot resolve {address:?}: {error}")))
 }
 
+/// `max_clock_offset_ms`: at least 1 ms (a bound of 0 would stop every node at the first
+/// measurement error) and at most an hour (beyond that the bound guards nothing).
+fn max_clock_offset(file: &ClusterFile) -> Result<Duration, Problem> {
+    match file.max_clock_offset_ms {
+        None => Ok(DEFAULT_MAX_CLOCK_OFFSET),
+        Some(ms @ 1..=MAX_CLOCK_OFFSET_MS) => Ok(Duration::from_millis(ms)),
+        Some(ms) => Err(Problem::Invalid(format!(
+            "`max_clock_offset_ms` is {ms}; it must be between 1 and {MAX_CLOCK_OFFSET_MS} \
+             (the default is {} ms)",
+            DEFAULT_MAX_CLOCK_OFFSET.as_millis()
+        ))),
+    }
+}
+
+/// `unauthenticated_rate_per_second` and `unauthenticated_burst`: a burst below one request
+/// would refuse every stranger, health checks included, so it is refused unless the rate is 0
+/// (the limit off).
+fn stranger_quota(file: &ClusterFile) -> Result<StrangerQuota, Problem> {
+    let defaults = StrangerQuota::default();
+    let quota = StrangerQuota {
+        rate_per_second: file
+            .unauthenticated_rate_per_second
+            .unwrap_or(defaults.rate_per_second),
+        burst: file.unauthenticated_burst.unwrap_or(defaults.burst),
+    };
+    if quota.rate_per_second > 0 && quota.burst == 0 {
+        return Err(Problem::Invalid(
+            "`unauthenticated_burst` is 0, which would refuse every request without a token \
+             (health checks too); set it to at least 1, or set \
+             `unauthenticated_rate_per_second = 0` to turn the limit off"
+                .into(),
+        ));
+    }
+    Ok(quota)
+}
+
 /// This node's TLS files: all of them when the file names a CA, none otherwise. Paths are
 /// relative to the cluster file's directory.
 fn tls_files(file: &ClusterFile, me: &NodeEntry, base: &Path) -> Result<Option<TlsFiles>, Problem> {
@@ -639,6 +693,8 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     let raft = bind("raft", &me.raft)?;
     let tls = tls_files(&file, me, base)?;
     check_exposure(&file, id, &tls, [(&me.api, api), (&me.raft, raft)])?;
+    let strangers = stranger_quota(&file)?;
+    let max_clock_offset = max_clock_offset(&file)?;
     Ok(NodeConfig {
         id,
         api,
@@ -656,6 +712,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         operator_token: file.operator_token,
         secret: Some(file.secret),
         rabbit_uri: file.rabbit_uri,
+        rabbit_ca_file: file.rabbit_ca_file.as_ref().map(|path| base.join(path)),
         snapshot_every: file
             .snapshot_every
             .unwrap_or(tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY),
@@ -663,7 +720,9 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         max_long_polls: file
             .max_long_polls
             .unwrap_or(tickd_api::polls::DEFAULT_MAX_LONG_POLLS),
+        strangers,
         forward_deadline,
+        max_clock_offset,
         metrics_require_token: file.metrics_require_token.unwrap_or(true),
         api_limits,
         raft_limits,
@@ -819,6 +878,37 @@ mod tests {
         )
         .expect_err("refused");
         assert!(error.to_string().contains("disk_reserve_mb"), "{error}");
+    }
+
+    #[test]
+    fn the_stranger_limit_has_defaults_can_be_turned_off_and_refuses_an_empty_burst() {
+        let config = load(THREE_NODES, 1).expect("a valid file");
+        assert_eq!(config.strangers, StrangerQuota::default());
+        let with =
+            |settings: &str| THREE_NODES.replace("secret =", &format!("{settings}\nsecret ="));
+        let off = load(
+            &with("unauthenticated_rate_per_second = 0\nunauthenticated_burst = 0"),
+            1,
+        )
+        .expect("the limit may be turned off");
+        assert_eq!(off.strangers.rate_per_second, 0);
+        let tight = load(
+            &with("unauthenticated_rate_per_second = 2\nunauthenticated_burst = 7"),
+            1,
+        )
+        .expect("a valid file");
+        assert_eq!(
+            tight.strangers,
+            StrangerQuota {
+                rate_per_second: 2,
+                burst: 7
+            }
+        );
+        let error = load(&with("unauthenticated_burst = 0"), 1).expect_err("refused");
+        assert!(
+            error.to_string().contains("unauthenticated_burst"),
+            "{error}"
+        );
     }
 
     #[test]

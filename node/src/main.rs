@@ -7,6 +7,7 @@
 //! (see [`certs`]).
 
 mod bootstrap;
+mod broker;
 mod certs;
 mod cli;
 mod config;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tickd_api::{AccessToken, ApiConfig, CheckSpace, PollTracker, QueueDeclarer};
 use tickd_engine::Broker;
+use tickd_raft::cluster_clock::ClusterClock;
 use tickd_raft::network::{PeerNetwork, PeerSecurity, PeerTransport};
 use tickd_raft::peer_auth::PeerAuth;
 use tickd_raft::secret::ClusterSecret;
@@ -16,6 +17,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 use crate::bootstrap;
+use crate::broker::{self, BrokerConfigError};
 use crate::config::NodeConfig;
 use crate::credentials::{self, Role};
 use crate::listener::{self, Listener, Members, Security};
@@ -45,6 +47,9 @@ pub enum NodeError {
     /// The TLS files could not be used.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The RabbitMQ settings cannot be used.
+    #[error(transparent)]
+    Broker(#[from] BrokerConfigError),
     /// The HTTP client for peers could not be built.
     #[error("cannot build the HTTP client for peers: {0}")]
     Transport(#[from] reqwest::Error),
@@ -89,6 +94,11 @@ pub enum NodeError {
 pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     // First, so that nothing recorded during start-up is lost.
     let metrics = telemetry::install()?;
+    let rabbit_uri = std::env::var("RABBIT_URI")
+        .ok()
+        .filter(|uri| !uri.is_empty())
+        .or(config.rabbit_uri.clone());
+    let broker_endpoint = broker::endpoint(rabbit_uri.clone(), config.rabbit_ca_file.as_deref())?;
     let data_dir = config.data_dir.clone();
     let data_dir_error = |source| NodeError::DataDir {
         path: data_dir.clone(),
@@ -136,12 +146,14 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     )
     .await
     .map_err(|fatal| NodeError::Raft(fatal.to_string()))?;
+    let clock = ClusterClock::new(config.max_clock_offset);
     let replica = Replica::new(
         config.id,
         raft.clone(),
         state,
         transport.clone(),
         config.forward_deadline,
+        clock.clone(),
     );
 
     let raft_listener = listen("Raft RPC", config.raft).await?;
@@ -177,19 +189,16 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
             ClusterSecret::new(secret),
             transport,
             config.raft_address.clone(),
+            clock,
         ),
         Listener::Raft,
         raft_security,
         config.raft_limits.clone(),
         stopped.clone(),
     );
-    let rabbit_uri = std::env::var("RABBIT_URI")
-        .ok()
-        .filter(|uri| !uri.is_empty())
-        .or(config.rabbit_uri.clone());
-    let broker = rabbit_uri.clone().map(|uri| {
+    let broker = broker_endpoint.map(|endpoint| {
         Broker::new(
-            uri,
+            endpoint,
             config.engine.clock_ttl,
             format!("tickd-node-{}", config.id),
         )
@@ -207,6 +216,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         max_clocks: config.max_clocks,
         metrics_require_token: config.metrics_require_token,
         max_long_polls: config.max_long_polls,
+        strangers: config.strangers,
     };
     let polls = PollTracker::default();
     let reserve = DiskReserve::new(data_dir.clone(), config.disk_reserve_bytes);
@@ -230,6 +240,10 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         stopped.clone(),
     ));
     tokio::spawn(tickd_raft::telemetry::watch(raft.clone(), stopped.clone()));
+    tokio::spawn(tickd_raft::clock_monitor::run(
+        replica.clone(),
+        stopped.clone(),
+    ));
     tokio::spawn(telemetry::upkeep(metrics, reserve, stopped.clone()));
     tokio::spawn(tickd_engine::run(
         replica.clone(),

@@ -206,6 +206,17 @@ fn refused(what: &'static str) -> impl Fn(rustls::Error) -> TlsError {
     }
 }
 
+/// The text of a CA file for a client that takes PEM (lapin, for `amqps://`), once every
+/// certificate in it has been parsed: such a client skips what it cannot parse, silently.
+pub fn read_ca_pem(path: &Path) -> Result<String, TlsError> {
+    read_roots(path)?;
+    std::fs::read_to_string(path).map_err(|error| TlsError::Unreadable {
+        what: "CA certificate",
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    })
+}
+
 /// The CA certificates in `path`, as the only trust anchors.
 fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
     let mut roots = RootCertStore::empty();

@@ -46,6 +46,8 @@
 //! API together. Below: `tickd-domain`, the pure registry this state machine replicates.
 
 mod batching;
+pub mod clock_monitor;
+pub mod cluster_clock;
 pub mod failure;
 pub mod membership;
 pub mod network;

@@ -171,6 +171,8 @@ mod tests {
             leader: None,
             last_applied: None,
             initialized: false,
+            wall_ms: None,
+            clock: None,
         }
     }
 

@@ -22,6 +22,7 @@ use tracing::{Span, field};
 
 use self::read_rounds::ReadRounds;
 use crate::batching::{Batcher, Propose};
+use crate::cluster_clock::ClusterClock;
 use crate::membership::{self, CATCH_UP_TIMEOUT, Members, MembershipChange, MembershipError, Step};
 use crate::network::{
     MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH,
@@ -91,6 +92,8 @@ struct LeaderRoute {
     id: NodeId,
     raft: Raft,
     transport: PeerTransport,
+    /// Refuses writes while this node leads with a clock beyond the bound.
+    clock: ClusterClock,
     /// How long one request may wait for a leader.
     deadline: Duration,
 }
@@ -110,18 +113,22 @@ enum Attempt<T> {
 }
 
 impl Replica {
-    /// Wires a replica. `deadline` bounds how long one write or read may wait for a leader.
+    /// Wires a replica. `deadline` bounds how long one write or read may wait for a leader;
+    /// `clock` is this node's view of the cluster's clocks (measured by
+    /// `crate::clock_monitor`).
     pub fn new(
         id: NodeId,
         raft: Raft,
         state: StateHandle,
         transport: PeerTransport,
         deadline: Duration,
+        clock: ClusterClock,
     ) -> Self {
         let route = LeaderRoute {
             id,
             raft,
             transport,
+            clock,
             deadline,
         };
         Self {
@@ -146,6 +153,11 @@ impl Replica {
     /// The applied state. Reads from it are linearizable only after [`Self::linearize`].
     pub fn state(&self) -> &StateHandle {
         &self.state
+    }
+
+    /// The cluster's clock as this node measures it: the time to stamp and compare ticks with.
+    pub fn clock(&self) -> &ClusterClock {
+        &self.route.clock
     }
 
     /// The transport shared with the Raft network.
@@ -295,6 +307,9 @@ where
 
 impl LeaderRoute {
     async fn try_write(&self, command: Command, remaining: Duration) -> Attempt<Response> {
+        if let Some(reason) = self.clock.stepping_down(&self.raft) {
+            return Attempt::Retry(reason);
+        }
         match self.raft.client_write(command.clone()).await {
             Ok(written) => Attempt::Done(Ok(written.data)),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {

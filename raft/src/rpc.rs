@@ -19,6 +19,7 @@ use serde::Serialize;
 use tickd_domain::Command;
 use tracing::{Span, field};
 
+use crate::cluster_clock::ClusterClock;
 use crate::membership::{self, MembershipChange, Step};
 use crate::network::{
     APPEND_PATH, MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH,
@@ -40,13 +41,15 @@ const MAX_CHALLENGE_BYTES: usize = 1024;
 /// The router of a node's Raft address. `auth` says how callers prove they are members;
 /// `secret` keys this node's membership proof; `transport` lets the leader reach a node it is
 /// asked to add before that node is a member; `raft_address` is this node's advertised Raft
-/// address, which its membership proof binds.
+/// address, which its membership proof binds; `clock` stamps the status with this node's wall
+/// clock and refuses forwarded writes while this node hands over its leadership.
 pub fn router(
     raft: Raft,
     auth: PeerAuth,
     secret: ClusterSecret,
     transport: PeerTransport,
     raft_address: String,
+    clock: ClusterClock,
 ) -> Router {
     let proof = Router::new()
         .route(PROOF_PATH, post(prove))
@@ -60,9 +63,12 @@ pub fn router(
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
-        .route(WRITE_PATH, post(write))
+        .route(
+            WRITE_PATH,
+            post(write).with_state((raft.clone(), clock.clone())),
+        )
         .route(READ_INDEX_PATH, post(read_index))
-        .route(STATUS_PATH, get(status))
+        .route(STATUS_PATH, get(status).with_state((raft.clone(), clock)))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(auth, require_member))
         .with_state(raft)
@@ -190,10 +196,16 @@ async fn snapshot(
     fields(command = field::Empty, index = field::Empty)
 )]
 async fn write(
-    State(raft): State<Raft>,
+    State((raft, clock)): State<(Raft, ClusterClock)>,
     body: Result<Json<Command>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let command = parsed(body)?;
+    if let Some(reason) = clock.stepping_down(&raft) {
+        return Err(Refusal {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: reason,
+        });
+    }
     Span::current().record("command", command.kind());
     if !forwardable(&command) {
         return Err(Refusal {
@@ -280,8 +292,8 @@ async fn prove(
     )))
 }
 
-async fn status(State(raft): State<Raft>) -> Response {
-    reply(NodeStatus::from_metrics(&raft.metrics().borrow()))
+async fn status(State((raft, clock)): State<(Raft, ClusterClock)>) -> Response {
+    reply(NodeStatus::from_metrics(&raft.metrics().borrow()).with_clock(&clock))
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::NodeId;
+use crate::cluster_clock::{ClusterClock, Verdict};
+use crate::wall_clock;
 
 /// One node's own view, served on its internal status route and gathered by any node that
 /// answers `GET /api/v1/cluster` or that is deciding whether to initialise the cluster.
@@ -20,6 +22,14 @@ pub struct NodeStatus {
     pub last_applied: Option<u64>,
     /// Whether the node's log holds a membership, i.e. the cluster has been formed.
     pub initialized: bool,
+    /// The node's own wall clock (not corrected) when it answered, in milliseconds since the
+    /// Unix epoch: what its peers measure their offset from. Absent from a node that
+    /// predates clock measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
+    /// The node's verdict on its own clock against the majority's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Verdict>,
 }
 
 impl NodeStatus {
@@ -37,6 +47,17 @@ impl NodeStatus {
                 .nodes()
                 .next()
                 .is_some(),
+            wall_ms: None,
+            clock: None,
+        }
+    }
+
+    /// The status with this node's wall clock reading and its clock's verdict.
+    pub fn with_clock(self, clock: &ClusterClock) -> Self {
+        Self {
+            wall_ms: Some(wall_clock::now_ms()),
+            clock: Some(clock.verdict()),
+            ..self
         }
     }
 }

@@ -40,6 +40,13 @@ pub const FORWARDED: &str = "tickd_forwarded_requests_total";
 pub const FORWARD_DURATION: &str = "tickd_forward_duration_seconds";
 /// How many client writes each proposal of this node carried (see `crate::batching`).
 pub const WRITE_BATCH: &str = "tickd_raft_write_batch_commands";
+/// A voter's clock minus this node's, as last measured, by peer.
+pub const CLOCK_OFFSET: &str = "tickd_clock_offset_seconds";
+/// The error bound of that measurement (half its round trip), by peer.
+pub const CLOCK_OFFSET_UNCERTAINTY: &str = "tickd_clock_offset_uncertainty_seconds";
+/// 1 while this node's clock is within `max_clock_offset_ms` of the majority's, 0 while it is
+/// beyond (it does not campaign or fire ticks), absent until measured.
+pub const CLOCK_WITHIN_BOUND: &str = "tickd_clock_within_bound";
 /// Clocks in the registry, by status.
 pub const CLOCKS: &str = "tickd_clocks";
 /// RabbitMQ ticks committed and not yet confirmed by the broker.
@@ -59,6 +66,22 @@ const STATUSES: [ClockStatus; 3] = [
 /// and registers at zero those that only an event would create.
 pub fn describe() {
     describe_gauge!(TERM, "The current Raft term as this node knows it");
+    describe_gauge!(
+        CLOCK_OFFSET,
+        Unit::Seconds,
+        "A voter's wall clock minus this node's, as last measured (NTP-style, from the \
+         round trip of a status request), by peer"
+    );
+    describe_gauge!(
+        CLOCK_OFFSET_UNCERTAINTY,
+        Unit::Seconds,
+        "The error bound of tickd_clock_offset_seconds: half the measurement's round trip"
+    );
+    describe_gauge!(
+        CLOCK_WITHIN_BOUND,
+        "1 while this node's clock is within max_clock_offset_ms of the majority's; 0 while \
+         it is beyond: it neither campaigns nor fires ticks"
+    );
     describe_gauge!(IS_LEADER, "1 while this node is the Raft leader, else 0");
     describe_gauge!(
         HAS_LEADER,
@@ -140,6 +163,25 @@ pub async fn watch(raft: Raft, mut stop: channel::Receiver<bool>) {
             _ = stop.wait_for(|stop| *stop) => return,
             changed = metrics.changed() => if changed.is_err() { return },
         }
+    }
+}
+
+/// Records a round of clock measurements (see `crate::clock_monitor`).
+pub fn record_clock(
+    offsets: &std::collections::BTreeMap<NodeId, crate::cluster_clock::PeerOffset>,
+    verdict: &crate::cluster_clock::Verdict,
+) {
+    use crate::cluster_clock::Verdict;
+    for (peer, offset) in offsets {
+        let peer = peer.to_string();
+        gauge!(CLOCK_OFFSET, "peer" => peer.clone()).set(offset.offset_ms as f64 / 1_000.0);
+        gauge!(CLOCK_OFFSET_UNCERTAINTY, "peer" => peer)
+            .set(offset.uncertainty_ms as f64 / 1_000.0);
+    }
+    match verdict {
+        Verdict::Within => gauge!(CLOCK_WITHIN_BOUND).set(1.0),
+        Verdict::Beyond { .. } => gauge!(CLOCK_WITHIN_BOUND).set(0.0),
+        Verdict::Unmeasured => {}
     }
 }
 

@@ -36,6 +36,7 @@ use crate::config::{ClusterConfig, TEST_TOKEN};
 use crate::pki::Pki;
 use crate::ports;
 use crate::proxy::{LinkMode, LinkProxy};
+use crate::skew::SkewedClock;
 use crate::wait::{eventually, poll_until};
 
 /// A node id, as written in `cluster.toml`.
@@ -148,6 +149,10 @@ pub struct TestClusterBuilder {
     metrics_require_token: Option<bool>,
     settings: Vec<(String, String)>,
     env: Vec<(String, String)>,
+    node_env: BTreeMap<NodeId, Vec<(String, String)>>,
+    /// `Some` when every node runs on a clock of its own (libfaketime), with these initial
+    /// offsets in seconds (0 for a node not named).
+    clock_offsets: Option<BTreeMap<NodeId, i64>>,
     initially_down: BTreeSet<NodeId>,
     joining: BTreeSet<NodeId>,
     wait_ready: bool,
@@ -170,6 +175,8 @@ impl Default for TestClusterBuilder {
             settings: Vec::new(),
             link_proxies: false,
             env: Vec::new(),
+            node_env: BTreeMap::new(),
+            clock_offsets: None,
             initially_down: BTreeSet::new(),
             joining: BTreeSet::new(),
             wait_ready: true,
@@ -243,6 +250,36 @@ impl TestClusterBuilder {
     /// from the test's own environment they do not.
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// An environment variable for one node's process only, on top of [`Self::env`] (the
+    /// clock-skew tests preload libfaketime into one node).
+    pub fn node_env(
+        mut self,
+        node: NodeId,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.node_env
+            .entry(node)
+            .or_default()
+            .push((key.into(), value.into()));
+        self
+    }
+
+    /// Every node on a wall clock of its own, which [`TestCluster::set_clock_offset`] steps
+    /// while it runs (see [`crate::skew`]); all start on the machine's time.
+    pub fn skewable_clocks(mut self) -> Self {
+        self.clock_offsets.get_or_insert_with(BTreeMap::new);
+        self
+    }
+
+    /// [`Self::skewable_clocks`], with `node`'s clock starting `seconds` off the machine's.
+    pub fn clock_offset(mut self, node: NodeId, seconds: i64) -> Self {
+        self.clock_offsets
+            .get_or_insert_with(BTreeMap::new)
+            .insert(node, seconds);
         self
     }
 
@@ -364,6 +401,18 @@ impl TestClusterBuilder {
         let config_path = dir_path.join("cluster.toml");
         config.write(&config_path).expect("write cluster.toml");
 
+        let clocks: BTreeMap<NodeId, SkewedClock> = match &self.clock_offsets {
+            Some(offsets) => config
+                .nodes
+                .iter()
+                .map(|node| {
+                    let file = dir_path.join(format!("node{}.faketime", node.id));
+                    let offset = offsets.get(&node.id).copied().unwrap_or(0);
+                    (node.id, SkewedClock::new(&file, offset))
+                })
+                .collect(),
+            None => BTreeMap::new(),
+        };
         let nodes = config
             .nodes
             .iter()
@@ -375,6 +424,19 @@ impl TestClusterBuilder {
                     command_prefix: host
                         .map(|host| host.command_prefix.clone())
                         .unwrap_or_default(),
+                    env: self
+                        .node_env
+                        .get(&node.id)
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .chain(
+                            clocks
+                                .get(&node.id)
+                                .map(SkewedClock::env)
+                                .unwrap_or_default(),
+                        )
+                        .collect(),
                     data_dir: dir_path.join(&node.data_dir),
                     log_path: dir_path.join(format!("node{}.log", node.id)),
                     process: Mutex::new(Process::default()),
@@ -401,6 +463,7 @@ impl TestClusterBuilder {
             nodes,
             client,
             pki,
+            clocks,
         };
         for id in cluster.node_ids() {
             if !self.initially_down.contains(&id) {
@@ -421,6 +484,8 @@ struct Node {
     raft: SocketAddr,
     /// What runs the node's command line where the node lives; empty: here.
     command_prefix: Vec<String>,
+    /// Environment variables of this node's process alone.
+    env: Vec<(String, String)>,
     data_dir: PathBuf,
     log_path: PathBuf,
     process: Mutex<Process>,
@@ -489,6 +554,8 @@ pub struct TestCluster {
     client: reqwest::Client,
     /// The certificates, when the cluster runs TLS.
     pki: Option<Pki>,
+    /// Each node's own wall clock, when the cluster has them ([`TestClusterBuilder::skewable_clocks`]).
+    clocks: BTreeMap<NodeId, SkewedClock>,
 }
 
 /// Starts one proxy per directed link and points each node's `dial` table at them.
@@ -613,6 +680,28 @@ impl TestCluster {
     pub fn api_url(&self, id: NodeId) -> String {
         let scheme = if self.pki.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.node(id).api)
+    }
+
+    /// Steps `node`'s wall clock to `seconds` off the machine's; the node sees it within a
+    /// second. Its monotonic clock does not move.
+    ///
+    /// # Panics
+    ///
+    /// When the cluster was built without [`TestClusterBuilder::skewable_clocks`].
+    pub fn set_clock_offset(&self, node: NodeId, seconds: i64) {
+        self.clocks
+            .get(&node)
+            .unwrap_or_else(|| {
+                panic!(
+                    "node {node} has no clock of its own: build the cluster with skewable_clocks()"
+                )
+            })
+            .set(seconds);
+    }
+
+    /// Whether every node runs on a wall clock of its own.
+    pub fn has_skewable_clocks(&self) -> bool {
+        !self.clocks.is_empty()
     }
 
     /// The cluster's certificates, when it runs TLS.
@@ -784,6 +873,7 @@ impl TestCluster {
             command.env_remove(var);
         }
         command.envs(self.env.iter().map(|(key, value)| (key, value)));
+        command.envs(node.env.iter().map(|(key, value)| (key, value)));
         let child = command.spawn().unwrap_or_else(|error| {
             panic!(
                 "spawn node {id} from {} (through {:?}): {error}",
@@ -929,7 +1019,7 @@ impl TestCluster {
         let what = format!("node {id} to serve its API");
         eventually(&what, timeout, POLL_INTERVAL, || async {
             self.expect_not_exited(id);
-            self.probe(id, "/mgmt/health", false).await.map(|_| ())
+            self.probe(id, "/mgmt/health", true).await.map(|_| ())
         })
         .await;
     }
@@ -1061,7 +1151,10 @@ impl TestCluster {
         }
     }
 
-    /// GETs `path` on a node with the probe timeout; returns status and JSON body.
+    /// GETs `path` on a node with the probe timeout; returns status and JSON body. Health is
+    /// probed with the token too (it needs none): a request with a valid token is never
+    /// counted against the address, so a test that tightens `unauthenticated_rate_per_second`
+    /// is not throttled by its own harness.
     async fn probe(
         &self,
         id: NodeId,
@@ -1104,7 +1197,7 @@ impl TestCluster {
     }
 
     async fn health_of(&self, id: NodeId) -> Result<(), String> {
-        match self.probe(id, "/mgmt/health", false).await? {
+        match self.probe(id, "/mgmt/health", true).await? {
             (StatusCode::OK, _) => Ok(()),
             (status, body) => Err(format!("node {id}: health {status} {body}")),
         }

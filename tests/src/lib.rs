@@ -50,6 +50,7 @@ pub mod power;
 pub mod proxy;
 pub mod rabbit;
 pub mod rig;
+pub mod skew;
 pub mod tools;
 pub mod wait;
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions};
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use serde_json::Value;
@@ -15,6 +16,12 @@ use crate::proxy::{LinkMode, LinkProxy};
 
 /// The machine's broker.
 pub const BROKER_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// The same broker on its TLS listener, which `scripts/test` adds (`ensure_rabbitmq_tls`).
+pub const TLS_BROKER_URI: &str = "amqps://guest:guest@127.0.0.1:5671/%2f";
+
+/// The CA that signed the TLS listener's certificate: no system root trusts it.
+pub const TLS_BROKER_CA: &str = "/etc/rabbitmq/tickd-tls/ca.pem";
 
 /// How long a connection a test needs once may take to open. A loaded two-core machine has
 /// been seen taking over 3 s for a handshake with the shared broker.
@@ -26,11 +33,23 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// broker delivers meanwhile (they expire after one interval, SPEC §5).
 const RETRIED_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Connects to `uri`, bounded by `timeout`.
+/// Connects to `uri`, bounded by `timeout`. An `amqps://` URI trusts [`TLS_BROKER_CA`]: the
+/// only TLS broker the tests use is the machine's.
 async fn connect(uri: &str, timeout: Duration) -> Result<Connection, String> {
+    let tls = if uri.starts_with("amqps://") {
+        let pem = std::fs::read_to_string(TLS_BROKER_CA)
+            .map_err(|error| format!("cannot read {TLS_BROKER_CA}: {error}"))?;
+        OwnedTLSConfig {
+            identity: None,
+            cert_chain: Some(pem),
+        }
+    } else {
+        OwnedTLSConfig::default()
+    };
+    let runtime = lapin::runtime::default_runtime().map_err(|error| error.to_string())?;
     match tokio::time::timeout(
         timeout,
-        Connection::connect(uri, ConnectionProperties::default()),
+        Connection::connect_with_config(uri, ConnectionProperties::default(), tls, runtime),
     )
     .await
     {
@@ -46,14 +65,28 @@ async fn connect(uri: &str, timeout: Duration) -> Result<Connection, String> {
 /// When the broker does not answer: a test of delivery never passes without one. `scripts/test`
 /// starts it (and installs it where it is absent).
 pub async fn broker() -> String {
-    match connect(BROKER_URI, HANDSHAKE_TIMEOUT).await {
+    reachable(BROKER_URI).await
+}
+
+/// The shared broker's `amqps://` URI, once it has answered a TLS and AMQP handshake that
+/// trusted [`TLS_BROKER_CA`].
+///
+/// # Panics
+///
+/// When it does not: `scripts/test` adds the TLS listener (and its CA) where it is missing.
+pub async fn tls_broker() -> String {
+    reachable(TLS_BROKER_URI).await
+}
+
+async fn reachable(uri: &str) -> String {
+    match connect(uri, HANDSHAKE_TIMEOUT).await {
         Ok(connection) => {
             let _ = connection.close(200, "probe".into()).await;
-            BROKER_URI.to_string()
+            uri.to_string()
         }
         Err(error) => panic!(
-            "RabbitMQ is not reachable at {BROKER_URI} ({error}); run the suite with \
-             `scripts/test`, which starts it"
+            "RabbitMQ is not reachable at {uri} ({error}); run the suite with `scripts/test`, \
+             which starts it (with its TLS listener)"
         ),
     }
 }

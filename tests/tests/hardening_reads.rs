@@ -5,6 +5,8 @@
 //! - Idle long polls cost the leader almost no CPU: they wake when their own queue changes,
 //!   not on every Raft event, and a tick still wakes its poll at once.
 //! - Long polls beyond the node's cap are answered at once instead of held.
+//! - Requests without a valid token (health, wrong tokens) are limited per client address;
+//!   a token holder on the same address and pops are not.
 //!
 //! The scenarios run one at a time (a CPU measurement must not share the box with another
 //! cluster of this file).
@@ -98,15 +100,16 @@ async fn cpu_share(pid: u32, window: Duration) -> f64 {
 /// HTTP clients bound to different loopback source addresses, so that hundreds of held polls
 /// stay under the API listener's per-address connection cap.
 fn spread_clients(count: u8) -> Vec<reqwest::Client> {
-    (1..=count)
-        .map(|n| {
-            tickd_tests::http::client_builder()
-                .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
-                .timeout(Duration::from_secs(MAX_WAIT_SECONDS + 20))
-                .build()
-                .expect("an HTTP client")
-        })
-        .collect()
+    (1..=count).map(client_at).collect()
+}
+
+/// A client whose requests come from 127.0.0.`n`.
+fn client_at(n: u8) -> reqwest::Client {
+    tickd_tests::http::client_builder()
+        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
+        .timeout(Duration::from_secs(MAX_WAIT_SECONDS + 20))
+        .build()
+        .expect("an HTTP client")
 }
 
 /// Registers `count` http clocks that never tick on their own, and returns their ids and pop
@@ -437,4 +440,106 @@ async fn long_polls_over_the_cap_are_answered_at_once() {
     let (status, _, _) = api::send(cluster.client().get(format!("{}?wait=2", queues[0].1))).await;
     assert_eq!(status, StatusCode::OK);
     assert!(started.elapsed() >= Duration::from_millis(1_900));
+}
+
+#[tokio::test]
+async fn a_stranger_past_its_burst_gets_429_and_a_token_holder_on_its_address_does_not() {
+    let _serial = SERIAL.lock().await;
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("unauthenticated_rate_per_second", "1")
+        .setting("unauthenticated_burst", "5")
+        .start()
+        .await;
+    let node = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let base = cluster.api_url(node);
+    let (status, _, created) = register(&cluster, node, "polled", "@never").await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let pop_url = api::on_node(
+        &cluster,
+        node,
+        created["channel"]["details"]["url"]
+            .as_str()
+            .expect("a pop url"),
+    );
+    let stranger = client_at(9);
+    let status_of = |request: reqwest::RequestBuilder| async move {
+        let response = request.send().await.expect("the node answers");
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+        let body = response.json::<Value>().await.unwrap_or(Value::Null);
+        (status, retry_after, body)
+    };
+
+    // The burst: five health checks (in well under a second, so at most one more refills).
+    for n in 0..5 {
+        let (status, _, body) = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
+        assert_eq!(status, StatusCode::OK, "health check {n}: {body}");
+    }
+    let mut refused = None;
+    for _ in 0..3 {
+        let answer = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
+        if answer.0 == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some(answer);
+            break;
+        }
+    }
+    let (_, retry_after, body) = refused.expect("a health check past the burst gets a 429");
+    assert!(
+        retry_after.is_some_and(|seconds| seconds >= 1),
+        "Retry-After: {retry_after:?}"
+    );
+    assert_eq!(body["status"], 429, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("without a valid token")),
+        "{body}"
+    );
+    // A token guesser on that address is refused before its guess is looked at.
+    let (status, _, body) = status_of(
+        stranger
+            .get(format!("{base}/api/v1/clocks"))
+            .bearer_auth("a-guess"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+
+    // The token holder on the same address, and pops, are served.
+    let (status, _, body) = status_of(
+        stranger
+            .get(format!("{base}/api/v1/clocks"))
+            .bearer_auth(cluster.token()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for _ in 0..10 {
+        let (status, _, body) = status_of(stranger.get(&pop_url)).await;
+        assert_eq!(status, StatusCode::OK, "a pop of a real queue: {body}");
+    }
+    // Another address has its own bucket.
+    let (status, _, body) = status_of(client_at(10).get(format!("{base}/mgmt/health"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let (status, _, metrics) =
+        api::send(api::operator(&cluster, Method::GET, node, "/metrics")).await;
+    assert_eq!(status, StatusCode::OK);
+    let refusals = metrics
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .find(|line| line.starts_with("tickd_api_strangers_refused_total "))
+        .and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(
+        refusals.is_some_and(|count| count >= 2.0),
+        "the refusals are counted: {refusals:?}"
+    );
+
+    // The bucket refills at the rate.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let (status, _, body) = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
+    assert_eq!(status, StatusCode::OK, "after a pause: {body}");
 }

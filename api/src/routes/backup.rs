@@ -17,7 +17,6 @@ use axum::extract::rejection::JsonRejection;
 use serde::Serialize;
 use serde_json::Value;
 use tickd_domain::{Command, Outcome, RegistrySnapshot};
-use tickd_raft::wall_clock;
 
 use crate::AppState;
 use crate::backup::Backup;
@@ -103,7 +102,7 @@ pub async fn restore(
              the cluster file (or RABBIT_URI) and restart the nodes before restoring",
         ));
     }
-    let now_ms = wall_clock::now_ms();
+    let now_ms = app.replica.clock().now_ms();
     backup
         .registry
         .validate_for_restore(now_ms)

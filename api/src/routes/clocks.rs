@@ -11,8 +11,6 @@ use tickd_domain::{
 };
 use utoipa::ToSchema;
 
-use tickd_raft::wall_clock;
-
 use crate::AppState;
 use crate::base_url::BaseUrl;
 use crate::error::{ApiError, BodyShape, ErrorBody};
@@ -98,7 +96,7 @@ pub async fn register(
         id: ids::clock_id(),
         channel,
         max_clocks: app.config.max_clocks,
-        now_ms: wall_clock::now_ms(),
+        now_ms: app.replica.clock().now_ms(),
     };
     let (clock, created) = match app.replica.write(command).await? {
         Outcome::Registered { clock, created } => (clock, created),
@@ -241,7 +239,7 @@ pub async fn act(
     Path((id, action)): Path<(String, String)>,
 ) -> Result<Json<ClockView>, ApiError> {
     let clock_id = ClockId::new(id.clone());
-    let now_ms = wall_clock::now_ms();
+    let now_ms = app.replica.clock().now_ms();
     let parsed = Action::parse(&action).ok_or_else(|| {
         ApiError::not_found(format!(
             "unknown action {}: the actions are pause, resume and tick",

@@ -18,6 +18,7 @@ use axum::http::StatusCode;
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use tickd_domain::Excerpt;
+use tickd_raft::cluster_clock::{PeerOffset, Verdict};
 use tickd_raft::membership::{Members, MembershipChange, MembershipError};
 use tickd_raft::status::NodeStatus;
 use tickd_raft::{NodeAddr, NodeId};
@@ -57,6 +58,15 @@ struct MemberStatus {
     reachable: bool,
     /// The last log index it applied, when it answered.
     last_applied: Option<u64>,
+    /// Its wall clock minus the answering node's, in milliseconds, as the answering node last
+    /// measured it (0 for the answering node itself); absent until measured.
+    clock_offset_ms: Option<i64>,
+    /// The error of that measurement: half its round trip, in milliseconds.
+    clock_offset_uncertainty_ms: Option<u64>,
+    /// Its own verdict: `true` while its clock is within `max_clock_offset_ms` of the
+    /// majority's, `false` while it is beyond (it neither campaigns nor fires ticks); absent
+    /// when it did not answer or has not measured yet.
+    clock_within_bound: Option<bool>,
 }
 
 /// The handler.
@@ -83,7 +93,8 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
         .collect();
     let polls = members.iter().map(|(id, node)| {
         let replica = &app.replica;
-        let local = (*id == metrics.id).then(|| NodeStatus::from_metrics(&metrics));
+        let local = (*id == metrics.id)
+            .then(|| NodeStatus::from_metrics(&metrics).with_clock(replica.clock()));
         async move {
             match local {
                 Some(status) => Some(status),
@@ -92,19 +103,39 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
         }
     });
     let answers = join_all(polls).await;
+    let mut offsets = app.replica.clock().offsets();
+    offsets.insert(
+        metrics.id,
+        PeerOffset {
+            offset_ms: 0,
+            uncertainty_ms: 0,
+        },
+    );
     let nodes = members
         .into_iter()
         .zip(answers)
-        .map(|((id, node), answer)| MemberStatus {
-            id,
-            api: node.api,
-            raft: node.raft,
-            voter: voters.contains(&id),
-            reachable: answer.is_some(),
-            role: answer
-                .as_ref()
-                .map_or("unknown".into(), |status| status.role.clone()),
-            last_applied: answer.and_then(|status| status.last_applied),
+        .map(|((id, node), answer)| {
+            let offset = offsets.get(&id);
+            MemberStatus {
+                id,
+                api: node.api,
+                raft: node.raft,
+                voter: voters.contains(&id),
+                reachable: answer.is_some(),
+                role: answer
+                    .as_ref()
+                    .map_or("unknown".into(), |status| status.role.clone()),
+                last_applied: answer.as_ref().and_then(|status| status.last_applied),
+                clock_offset_ms: offset.map(|offset| offset.offset_ms),
+                clock_offset_uncertainty_ms: offset.map(|offset| offset.uncertainty_ms),
+                clock_within_bound: answer.and_then(|status| status.clock).and_then(|verdict| {
+                    match verdict {
+                        Verdict::Within => Some(true),
+                        Verdict::Beyond { .. } => Some(false),
+                        Verdict::Unmeasured => None,
+                    }
+                }),
+            }
         })
         .collect();
     Json(ClusterStatus {

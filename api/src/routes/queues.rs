@@ -28,7 +28,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use tickd_domain::{Command, Excerpt, Outcome, QueueId, TickMessage};
-use tickd_raft::{ReplicaError, wall_clock};
+use tickd_raft::ReplicaError;
 use tokio::time::{Instant, sleep_until};
 
 use crate::AppState;
@@ -105,7 +105,7 @@ pub async fn pop(
         .as_ref()
         .map(|_| app.replica.state().watch_queue(&queue));
     loop {
-        let now = wall_clock::now_ms();
+        let now = app.replica.clock().earliest_now_ms();
         let (due, next_due) = {
             let state = app.replica.state().read();
             let registry = &state.registry;

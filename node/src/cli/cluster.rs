@@ -24,6 +24,8 @@ pub async fn status(client: &AdminClient) -> Result<Output, CliError> {
                 field(node, "role"),
                 yes_no(node, "reachable"),
                 field(node, "last_applied"),
+                clock_offset(node),
+                yes_no(node, "clock_within_bound"),
             ]
         })
         .collect();
@@ -32,7 +34,17 @@ pub async fn status(client: &AdminClient) -> Result<Output, CliError> {
         field(&view, "leader"),
         field(&view, "term"),
         table::render(
-            &["ID", "API", "RAFT", "VOTER", "ROLE", "REACHABLE", "APPLIED"],
+            &[
+                "ID",
+                "API",
+                "RAFT",
+                "VOTER",
+                "ROLE",
+                "REACHABLE",
+                "APPLIED",
+                "CLOCK OFFSET",
+                "CLOCK OK",
+            ],
             &rows
         )
     );
@@ -93,6 +105,18 @@ fn members<'a>(view: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+}
+
+/// A member's clock offset from the node asked, with its error: `+5002±1 ms`.
+fn clock_offset(node: &Value) -> String {
+    match (
+        node.get("clock_offset_ms").and_then(Value::as_i64),
+        node.get("clock_offset_uncertainty_ms")
+            .and_then(Value::as_u64),
+    ) {
+        (Some(offset), Some(error)) => format!("{offset:+}±{error} ms"),
+        _ => "-".into(),
+    }
 }
 
 fn yes_no(value: &Value, key: &str) -> String {

@@ -1,0 +1,124 @@
+//! Measures every voter's clock once per [`MEASURE_EVERY`] and acts on the verdict (see
+//! [`crate::cluster_clock`]).
+//!
+//! A node whose clock is beyond the bound must not lead: it stops campaigning (openraft's
+//! elections are switched off at runtime), and as leader it stops sending heartbeats and
+//! refuses client writes ([`ClusterClock::stepping_down`]), so that the followers' election
+//! timers run out and one of them takes over. openraft 0.9 has no leadership transfer; going
+//! quiet is how a leader hands over. The engine stops intending and publishing on its own
+//! once the verdict turns (`ClusterClock::firing_now_ms`).
+
+use std::collections::BTreeMap;
+
+use futures::future::join_all;
+use openraft::ServerState;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior, interval};
+
+use crate::cluster_clock::{
+    ClusterClock, MEASURE_EVERY, PROBE_TIMEOUT, PeerOffset, Round, Verdict,
+};
+use crate::{NodeAddr, NodeId, Raft, Replica, telemetry, wall_clock};
+
+/// Runs until `stop` turns true.
+pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
+    let clock = replica.clock().clone();
+    let mut rounds = interval(MEASURE_EVERY);
+    rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last = Verdict::Unmeasured;
+    loop {
+        tokio::select! {
+            _ = rounds.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let (voters, peers) = voters_and_peers(replica.raft());
+        if voters == 0 {
+            continue;
+        }
+        if peers.is_empty() {
+            clock.alone(Instant::now());
+        } else if !clock.record(measure(&replica, voters, peers).await) {
+            tracing::warn!(
+                "this node's wall clock was stepped while its peers' clocks were measured; \
+                 the round is dropped and the next one measures the new offset"
+            );
+        }
+        let verdict = clock.verdict();
+        telemetry::record_clock(&clock.offsets(), &verdict);
+        act(replica.raft(), &clock, &verdict, &last);
+        last = verdict;
+    }
+}
+
+/// How many voters the membership has, and the voters other than this node.
+fn voters_and_peers(raft: &Raft) -> (usize, Vec<(NodeId, NodeAddr)>) {
+    let metrics = raft.metrics().borrow().clone();
+    let membership = metrics.membership_config.membership();
+    let voters: Vec<NodeId> = membership.voter_ids().collect();
+    let peers = membership
+        .nodes()
+        .filter(|(id, _)| **id != metrics.id && voters.contains(id))
+        .map(|(id, node)| (*id, node.clone()))
+        .collect();
+    (voters.len(), peers)
+}
+
+/// One round: every peer asked for its status at once, each answer timed.
+async fn measure(replica: &Replica, voters: usize, peers: Vec<(NodeId, NodeAddr)>) -> Round {
+    let began = (wall_clock::now_ms(), Instant::now());
+    let probes = peers.into_iter().map(|(id, node)| async move {
+        let sent = Instant::now();
+        let status = replica.peer_status(id, &node, PROBE_TIMEOUT).await.ok()?;
+        let round_trip = sent.elapsed();
+        // This node's wall clock at the request, read through the monotonic clock so that
+        // every probe of the round is measured against the same wall clock.
+        let since_began = u64::try_from(sent.duration_since(began.1).as_millis()).unwrap_or(0);
+        let sent_wall_ms = began.0.saturating_add(since_began);
+        Some((
+            id,
+            PeerOffset::measure(sent_wall_ms, round_trip, status.wall_ms?),
+        ))
+    });
+    let offsets: BTreeMap<NodeId, PeerOffset> =
+        join_all(probes).await.into_iter().flatten().collect();
+    Round {
+        offsets,
+        voters,
+        began,
+        ended: (wall_clock::now_ms(), Instant::now()),
+    }
+}
+
+/// Switches elections and, while leading, heartbeats off for a clock beyond the bound, and
+/// back on once it is within; says so when the verdict changes.
+fn act(raft: &Raft, clock: &ClusterClock, verdict: &Verdict, last: &Verdict) {
+    let beyond = matches!(verdict, Verdict::Beyond { .. });
+    let leading = raft.metrics().borrow().state == ServerState::Leader;
+    raft.runtime_config().elect(!beyond);
+    raft.runtime_config().heartbeat(!(beyond && leading));
+    if verdict == last {
+        return;
+    }
+    let bound_ms = clock.bound().as_millis();
+    match verdict {
+        Verdict::Beyond {
+            agreeing,
+            voters,
+            median_offset_ms,
+        } => tracing::error!(
+            agreeing,
+            voters,
+            median_offset_ms,
+            max_clock_offset_ms = bound_ms as u64,
+            "this node's clock is {} ms off the majority's, beyond max_clock_offset_ms: it \
+             will not campaign, fire ticks or stay leader until its clock is fixed (check \
+             NTP on this machine)",
+            median_offset_ms.unsigned_abs()
+        ),
+        Verdict::Within if matches!(last, Verdict::Beyond { .. }) => tracing::warn!(
+            "this node's clock is back within max_clock_offset_ms of the majority's: it may \
+             campaign and fire ticks again"
+        ),
+        _ => {}
+    }
+}
