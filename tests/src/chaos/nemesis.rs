@@ -44,7 +44,13 @@ pub enum FaultKind {
     CrashAll,
     /// Stop the private RabbitMQ, start it again.
     BrokerOutage,
+    /// Step the leader's wall clock 5 s or an hour, ahead or back; set it right later.
+    ClockSkew,
 }
+
+/// The steps of [`FaultKind::ClockSkew`], in seconds: past the bound (250 ms by default) by a
+/// little and by a lot, either way.
+const CLOCK_STEPS: [i64; 4] = [5, -5, 3_600, -3_600];
 
 /// The RabbitMQ side of a run: the broker the nemesis may stop, and the consumers to wait for
 /// when it comes back.
@@ -140,6 +146,9 @@ pub async fn run(
         }
         if cluster.has_link_proxies() {
             kinds.extend([FaultKind::IsolateLeader, FaultKind::IsolateFollower]);
+        }
+        if cluster.has_skewable_clocks() {
+            kinds.push(FaultKind::ClockSkew);
         }
         let kind = *rng.pick(&kinds);
         let fault = inject(power, rabbit.as_mut(), kind, &mut rng).await;
@@ -252,6 +261,22 @@ async fn inject(
                     millis(hold)
                 ),
                 LeaderRecovery::Kept,
+            )
+        }
+        (FaultKind::ClockSkew, Some(leader)) => {
+            let seconds = *rng.pick(&CLOCK_STEPS);
+            cluster.set_clock_offset(leader, seconds);
+            // It measures the step within a second, stops firing and hands over.
+            let elected = await_new_leader(cluster, leader, LEADER_BOUND).await;
+            tokio::time::sleep(hold).await;
+            cluster.set_clock_offset(leader, 0);
+            (
+                kind,
+                format!(
+                    "clock of leader {leader} stepped {seconds:+} s for {} ms",
+                    millis(hold)
+                ),
+                recovery(elected),
             )
         }
         (FaultKind::BrokerOutage, _) => match rabbit {

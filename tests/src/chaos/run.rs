@@ -92,6 +92,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     };
     let builder = TestCluster::builder()
         .link_proxies()
+        .skewable_clocks()
         .rabbit_uri(broker.as_ref().map(GatedBroker::gated_uri));
     let power = PowerCluster::start(builder, 3).await;
     let cluster: &TestCluster = &power;
