@@ -3,7 +3,8 @@
 //!
 //! A node whose clock is beyond the bound must not lead: it stops campaigning (openraft's
 //! elections are switched off at runtime), and as leader it stops sending heartbeats and
-//! refuses client writes ([`ClusterClock::stepping_down`]), so that the followers' election
+//! refuses client writes and read indexes, which would confirm its leadership with a round of
+//! heartbeats ([`ClusterClock::stepping_down`]), so that the followers' election
 //! timers run out and one of them takes over. openraft 0.9 has no leadership transfer; going
 //! quiet is how a leader hands over. The engine stops intending and publishing on its own
 //! once the verdict turns (`ClusterClock::firing_now_ms`).

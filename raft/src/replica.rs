@@ -326,6 +326,11 @@ impl LeaderRoute {
     }
 
     async fn try_read_index(&self, remaining: Duration) -> Attempt<Option<u64>> {
+        // Confirming leadership sends heartbeats, which would keep a leader that is handing
+        // over in office.
+        if let Some(reason) = self.clock.stepping_down(&self.raft) {
+            return Attempt::Retry(reason);
+        }
         match self.raft.get_read_log_id().await {
             Ok((read_log_id, _applied)) => Attempt::Done(Ok(read_log_id.map(|id| id.index))),
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {

@@ -67,7 +67,10 @@ pub fn router(
             WRITE_PATH,
             post(write).with_state((raft.clone(), clock.clone())),
         )
-        .route(READ_INDEX_PATH, post(read_index))
+        .route(
+            READ_INDEX_PATH,
+            post(read_index).with_state((raft.clone(), clock.clone())),
+        )
         .route(STATUS_PATH, get(status).with_state((raft.clone(), clock)))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(auth, require_member))
@@ -261,7 +264,16 @@ async fn change_membership(
 
 /// Confirms leadership with a quorum and returns the index a follower must apply before it
 /// may serve a linearizable read.
-async fn read_index(State(raft): State<Raft>) -> Response {
+async fn read_index(State((raft, clock)): State<(Raft, ClusterClock)>) -> Response {
+    // A read index confirms leadership with a round of heartbeats, which would keep the
+    // followers from electing the successor of a leader that is handing over.
+    if let Some(reason) = clock.stepping_down(&raft) {
+        return Refusal {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: reason,
+        }
+        .into_response();
+    }
     let answer = raft
         .get_read_log_id()
         .await
