@@ -19,6 +19,8 @@
 //!   with bounded work and bounded state (see the bounds in the `ticks` module and
 //!   [`RegistrySnapshot::validate_for_restore`] for restored backups).
 //! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`.
+//! - [`Level`] says which command kinds a cluster's log may carry, so that a rolling upgrade
+//!   never hands a node a command its binary cannot decode.
 //!
 //! # Invariants
 //!
@@ -50,6 +52,7 @@
 mod clock;
 mod excerpt;
 mod filter;
+pub mod level;
 mod pair_index;
 mod registry;
 mod restore;
@@ -62,6 +65,7 @@ pub use clock::{
 };
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
+pub use level::{Level, Levels};
 pub use registry::{Command, Outcome, Registry, RegistrySnapshot, SnapshotError};
 pub use restore::RestoreError;
 pub use schedule::{

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
 use crate::filter::ClockFilter;
+use crate::level::Level;
 use crate::pair_index::PairIndex;
 use crate::schedule::Schedule;
 use crate::ticks::{
@@ -131,9 +132,25 @@ pub enum Command {
     /// The outcome is [`Outcome::Batch`], one outcome per command in the same order. A batch
     /// inside a batch is rejected (it is never proposed, so it can only be a bad request).
     Batch(Vec<Command>),
+    /// Raise (or lower) the cluster level: which command kinds the log may carry from here on.
+    ///
+    /// Proposed only by the leader, once every voter advertises support for `level` (see
+    /// [`crate::level`]). The replicated state above the registry keeps the level; the registry
+    /// itself refuses the command, which can reach it only inside a batch.
+    SetLevel {
+        /// The new cluster level.
+        level: Level,
+    },
 }
 
 impl Command {
+    /// The serialized tag of every command kind this binary decodes. A log entry tagged with
+    /// anything else was proposed by a newer binary.
+    pub const KINDS: &'static [&'static str] = &[
+        "Register", "Pause", "Resume", "Tick", "Intend", "Confirm", "Pop", "Touch", "Purge",
+        "Restore", "Batch", "SetLevel",
+    ];
+
     /// The command's name, for log lines, spans and metric labels: it names what a command
     /// does without carrying its contents (a registration's channel holds an http queue id,
     /// which is a consumer's capability and must not reach a log).
@@ -150,6 +167,7 @@ impl Command {
             Command::Purge { .. } => "purge",
             Command::Restore { .. } => "restore",
             Command::Batch(_) => "batch",
+            Command::SetLevel { .. } => "set_level",
         }
     }
 }
@@ -214,6 +232,11 @@ pub enum Outcome {
     },
     /// The outcomes of a [`Command::Batch`], in the order of its commands.
     Batch(Vec<Outcome>),
+    /// The cluster level is now `level` ([`Command::SetLevel`]).
+    LevelSet {
+        /// The new cluster level.
+        level: Level,
+    },
 }
 
 /// Why a snapshot cannot be loaded as a registry: it breaks an invariant that
@@ -355,6 +378,10 @@ impl Registry {
                     })
                     .collect(),
             ),
+            Command::SetLevel { .. } => Outcome::Rejected {
+                reason: "the cluster level is set by its own log entry, never inside a batch"
+                    .into(),
+            },
         }
     }
 

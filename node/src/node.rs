@@ -244,6 +244,10 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         replica.clone(),
         stopped.clone(),
     ));
+    tokio::spawn(tickd_raft::level_monitor::run(
+        replica.clone(),
+        stopped.clone(),
+    ));
     tokio::spawn(telemetry::upkeep(metrics, reserve, stopped.clone()));
     tokio::spawn(tickd_engine::run(
         replica.clone(),

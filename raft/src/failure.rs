@@ -21,10 +21,15 @@ pub fn core_failure(raft: &Raft) -> Option<Fatal<NodeId>> {
 pub async fn core_failed(raft: &Raft) -> Fatal<NodeId> {
     let mut metrics = raft.metrics();
     loop {
-        if let Some(fatal) = failure_of(&metrics.borrow_and_update().running_state) {
+        let running = metrics.borrow_and_update().running_state.clone();
+        if let Some(fatal) = failure_of(&running) {
             return fatal;
         }
         if metrics.changed().await.is_err() {
+            if let Err(Fatal::Stopped) = running {
+                // An orderly shutdown (a halted node's, say) said so before the core left.
+                return std::future::pending().await;
+            }
             // The core is gone without a last word; an orderly shutdown leaves one.
             return Fatal::Panicked;
         }

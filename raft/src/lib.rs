@@ -29,6 +29,10 @@
 //!   DOWN and exits instead of lingering.
 //! * [`proof`]: how a node proves it holds the cluster secret without anyone sending it to an
 //!   unproven address (the first contact when a node is added).
+//! * [`unsupported`]: recognises a replicated entry this binary cannot apply (a command kind
+//!   or cluster level of a newer release) and halts the node loudly instead of letting
+//!   replication to it stop without a word; [`level_monitor`] raises the cluster level once
+//!   every voter supports it, so that this does not happen in a rolling upgrade.
 //! * [`membership`]: adds (learner first, then voter) and removes members at runtime, on the
 //!   leader, reached through the same forwarding as writes.
 //!
@@ -49,6 +53,7 @@ mod batching;
 pub mod clock_monitor;
 pub mod cluster_clock;
 pub mod failure;
+pub mod level_monitor;
 pub mod membership;
 pub mod network;
 pub mod peer_auth;
@@ -61,6 +66,7 @@ pub mod status;
 pub mod telemetry;
 pub mod timing;
 mod types;
+pub mod unsupported;
 pub mod wall_clock;
 
 pub use replica::{MembershipAnswer, Replica, ReplicaError};

@@ -173,6 +173,8 @@ mod tests {
             initialized: false,
             wall_ms: None,
             clock: None,
+            version: None,
+            levels: None,
         }
     }
 

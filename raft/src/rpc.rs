@@ -6,6 +6,7 @@
 //! One route needs neither: the membership proof ([`crate::proof`]), which a leader asks of a
 //! node before it trusts the node's address, and which answers with a MAC only.
 
+use axum::body::Bytes;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
@@ -29,6 +30,7 @@ use crate::peer_auth::{PeerAuth, VerifiedPeer};
 use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
 use crate::status::NodeStatus;
+use crate::unsupported::{self, Unsupported};
 use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
 
 /// Largest request body accepted from a peer: a batch of log entries or one snapshot chunk
@@ -158,11 +160,25 @@ fn plausible<'a>(
     }
 }
 
-async fn append(
-    State(raft): State<Raft>,
-    body: Result<Json<AppendEntriesRequest<TypeConfig>>, JsonRejection>,
-) -> Result<Response, Refusal> {
-    let request = parsed(body)?;
+/// Appends a leader's entries. An entry this binary cannot apply halts the node
+/// ([`crate::unsupported`]) instead of being refused as a malformed request, which the leader
+/// would take for an unreachable node and retry without end.
+async fn append(State(raft): State<Raft>, body: Bytes) -> Result<Response, Refusal> {
+    let request = match serde_json::from_slice::<AppendEntriesRequest<TypeConfig>>(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            return Err(match unsupported::in_json(&body) {
+                Some(why) => halted(&raft, why).await,
+                None => Refusal {
+                    status: StatusCode::BAD_REQUEST,
+                    message: format!("the append request does not decode: {error}"),
+                },
+            });
+        }
+    };
+    if let Some(why) = unsupported::in_entries(&request.entries) {
+        return Err(halted(&raft, why).await);
+    }
     let positions = [&request.prev_log_id, &request.leader_commit];
     let entries = request.entries.iter().map(|entry| &entry.log_id);
     plausible(
@@ -170,6 +186,15 @@ async fn append(
         positions.into_iter().flatten().chain(entries),
     )?;
     Ok(reply(raft.append_entries(request).await))
+}
+
+/// Halts this node on `why` and tells the leader.
+async fn halted(raft: &Raft, why: Unsupported) -> Refusal {
+    unsupported::halt(raft, &why).await;
+    Refusal {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: format!("node halted: {why}"),
+    }
 }
 
 async fn vote(
@@ -228,9 +253,10 @@ async fn write(
 }
 
 /// Whether a follower can have forwarded `command`: the writes of API clients, alone or as one
-/// batch of them. Intents, confirmations and purges come only from the leader's engine, which
-/// proposes them locally; accepting one here would let a member that is not the leader file
-/// ticks, mark them delivered or delete clocks.
+/// batch of them. Intents, confirmations and purges come only from the leader's engine, and
+/// cluster levels from its level monitor, which propose them locally; accepting one here would
+/// let a member that is not the leader file ticks, mark them delivered, delete clocks or raise
+/// the level past what the voters support.
 fn forwardable(command: &Command) -> bool {
     match command {
         Command::Register { .. }
@@ -240,7 +266,10 @@ fn forwardable(command: &Command) -> bool {
         | Command::Pop { .. }
         | Command::Touch { .. }
         | Command::Restore { .. } => true,
-        Command::Intend(_) | Command::Confirm { .. } | Command::Purge { .. } => false,
+        Command::Intend(_)
+        | Command::Confirm { .. }
+        | Command::Purge { .. }
+        | Command::SetLevel { .. } => false,
         Command::Batch(commands) => commands
             .iter()
             .all(|command| !matches!(command, Command::Batch(_)) && forwardable(command)),
@@ -347,8 +376,9 @@ mod tests {
             serde_json::json!({ "Intend": {
                 "through_ms": 1, "now_ms": 1, "catch_up_ms": 1, "queue_limit": 1
             } }),
+            serde_json::json!({ "SetLevel": { "level": 2 } }),
         ]
-        .map(|value| serde_json::from_value::<Command>(value).expect("an engine command"));
+        .map(|value| serde_json::from_value::<Command>(value).expect("a leader's own command"));
         assert!(forwardable(&client));
         assert!(forwardable(&Command::Batch(vec![
             client.clone(),

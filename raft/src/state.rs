@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use openraft::{LogId, StoredMembership};
 use serde::{Deserialize, Serialize};
-use tickd_domain::{QueueId, Registry};
+use tickd_domain::{Command, Level, Outcome, QueueId, Registry};
 
 use self::queue_changes::{QueueChanges, QueueWatch};
 use crate::{NodeAddr, NodeId};
@@ -16,12 +16,70 @@ use crate::{NodeAddr, NodeId};
 /// move atomically with it (a snapshot of one without the other would be inconsistent).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplicatedState {
+    /// The format of the serialized state. First, so that a snapshot in a format this binary
+    /// does not know is refused before anything else of it is decoded. Absent from v0.1.0's
+    /// snapshots, which are format 1.
+    #[serde(default)]
+    pub format: StateFormat,
+    /// The cluster level: which command kinds the log may carry ([`tickd_domain::level`]).
+    /// Absent from v0.1.0's snapshots, which are level 1.
+    #[serde(default)]
+    pub cluster_level: Level,
     /// The last log entry applied to `registry`.
     pub last_applied: Option<LogId<NodeId>>,
     /// The last membership applied.
     pub membership: StoredMembership<NodeId, NodeAddr>,
     /// The clock registry.
     pub registry: Registry,
+}
+
+impl ReplicatedState {
+    /// Applies one command: the cluster level is kept here, everything else by the registry.
+    pub fn apply(&mut self, command: Command) -> Outcome {
+        match command {
+            Command::SetLevel { level } => {
+                self.cluster_level = level;
+                Outcome::LevelSet { level }
+            }
+            command => self.registry.apply(command),
+        }
+    }
+}
+
+/// The format version of a serialized [`ReplicatedState`] (the snapshot file, and what a
+/// leader sends a follower that is too far behind).
+///
+/// It serializes as the format this binary writes, [`StateFormat::WRITTEN`], and refuses to
+/// deserialize one it does not read, with an error that names the version needed. Raise
+/// `WRITTEN` when a change to the state's serialized form would be misread by the binaries
+/// that read the current one; additive fields with defaults need no new format (older
+/// binaries ignore them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateFormat;
+
+impl StateFormat {
+    /// The format this binary writes and the newest it reads.
+    pub const WRITTEN: u32 = 1;
+}
+
+impl Serialize for StateFormat {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u32(Self::WRITTEN)
+    }
+}
+
+impl<'de> Deserialize<'de> for StateFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let found = u32::deserialize(deserializer)?;
+        if (1..=Self::WRITTEN).contains(&found) {
+            Ok(StateFormat)
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "the state (snapshot) has format {found}, and this tickd reads formats 1 to {}:                  it was written by a newer tickd; run that release, or a later one, on this node",
+                Self::WRITTEN
+            )))
+        }
+    }
 }
 
 /// A cheap, cloneable handle on the applied state, shared by the state machine (the only
@@ -69,5 +127,61 @@ impl StateHandle {
         self.state
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tickd_domain::{Level, Outcome};
+
+    use super::*;
+
+    /// The state as v0.1.0 wrote it: no format, no cluster level.
+    fn as_v0_1_wrote_it() -> serde_json::Value {
+        let mut written = serde_json::to_value(ReplicatedState::default()).expect("serializable");
+        let fields = written.as_object_mut().expect("an object");
+        fields.remove("format");
+        fields.remove("cluster_level");
+        written
+    }
+
+    #[test]
+    fn the_format_is_written_first_and_a_v0_1_state_reads_as_format_1_at_level_1() {
+        let written = serde_json::to_string(&ReplicatedState::default()).expect("serializable");
+        assert!(
+            written.starts_with(r#"{"format":1,"cluster_level":1,"#),
+            "{written}"
+        );
+        let old: ReplicatedState =
+            serde_json::from_value(as_v0_1_wrote_it()).expect("a v0.1.0 state reads");
+        assert_eq!(old.cluster_level, Level::V0_1);
+    }
+
+    #[test]
+    fn a_state_in_a_newer_format_is_refused_with_the_version_it_needs() {
+        let mut newer = as_v0_1_wrote_it();
+        newer["format"] = json!(2);
+        let error = serde_json::from_value::<ReplicatedState>(newer)
+            .expect_err("format 2 is not this binary's")
+            .to_string();
+        assert!(
+            error.contains("has format 2") && error.contains("reads formats 1 to 1"),
+            "{error}"
+        );
+        let mut zero = as_v0_1_wrote_it();
+        zero["format"] = json!(0);
+        assert!(serde_json::from_value::<ReplicatedState>(zero).is_err());
+    }
+
+    #[test]
+    fn set_level_is_applied_to_the_state_and_everything_else_to_the_registry() {
+        let mut state = ReplicatedState::default();
+        let outcome = state.apply(Command::SetLevel { level: Level::V0_2 });
+        assert_eq!(outcome, Outcome::LevelSet { level: Level::V0_2 });
+        assert_eq!(state.cluster_level, Level::V0_2);
+        let outcome = state.apply(Command::Purge { clocks: vec![] });
+        assert_eq!(outcome, Outcome::Purged { clocks: vec![] });
+        assert_eq!(state.cluster_level, Level::V0_2);
     }
 }

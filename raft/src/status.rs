@@ -2,8 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use tickd_domain::Levels;
+
 use crate::NodeId;
 use crate::cluster_clock::{ClusterClock, Verdict};
+use crate::unsupported::BINARY_VERSION;
 use crate::wall_clock;
 
 /// One node's own view, served on its internal status route and gathered by any node that
@@ -30,6 +33,13 @@ pub struct NodeStatus {
     /// The node's verdict on its own clock against the majority's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<Verdict>,
+    /// The node's binary release. Absent from a v0.1.0 node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The cluster levels the node's binary supports. Absent from a v0.1.0 node, which
+    /// supports level 1 only ([`Levels::UNADVERTISED`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Levels>,
 }
 
 impl NodeStatus {
@@ -49,7 +59,14 @@ impl NodeStatus {
                 .is_some(),
             wall_ms: None,
             clock: None,
+            version: Some(BINARY_VERSION.to_owned()),
+            levels: Some(Levels::THIS_BINARY),
         }
+    }
+
+    /// The levels the node supports, counting one that advertises none as v0.1.0.
+    pub fn supported_levels(&self) -> Levels {
+        self.levels.unwrap_or(Levels::UNADVERTISED)
     }
 
     /// The status with this node's wall clock reading and its clock's verdict.

@@ -44,8 +44,9 @@ pub const WRITE_BATCH: &str = "tickd_raft_write_batch_commands";
 pub const CLOCK_OFFSET: &str = "tickd_clock_offset_seconds";
 /// The error bound of that measurement (half its round trip), by peer.
 pub const CLOCK_OFFSET_UNCERTAINTY: &str = "tickd_clock_offset_uncertainty_seconds";
-/// 1 while this node's clock is within `max_clock_offset_ms` of the majority's, 0 while it is
-/// beyond (it does not campaign or fire ticks), absent until measured.
+/// 0 while this node's clock is beyond `max_clock_offset_ms` of the majority's (it does not
+/// campaign or fire ticks), else 1 (also before the first measurement, a second after start-up,
+/// so that an alert on 0 has its series from the start).
 pub const CLOCK_WITHIN_BOUND: &str = "tickd_clock_within_bound";
 /// Clocks in the registry, by status.
 pub const CLOCKS: &str = "tickd_clocks";
@@ -66,6 +67,7 @@ const STATUSES: [ClockStatus; 3] = [
 /// and registers at zero those that only an event would create.
 pub fn describe() {
     describe_gauge!(TERM, "The current Raft term as this node knows it");
+    crate::unsupported::describe();
     describe_gauge!(
         CLOCK_OFFSET,
         Unit::Seconds,
@@ -79,9 +81,10 @@ pub fn describe() {
     );
     describe_gauge!(
         CLOCK_WITHIN_BOUND,
-        "1 while this node's clock is within max_clock_offset_ms of the majority's; 0 while \
-         it is beyond: it neither campaigns nor fires ticks"
+        "0 while this node's clock is beyond max_clock_offset_ms of the majority's (it \
+         neither campaigns nor fires ticks), else 1"
     );
+    gauge!(CLOCK_WITHIN_BOUND).set(1.0);
     describe_gauge!(IS_LEADER, "1 while this node is the Raft leader, else 0");
     describe_gauge!(
         HAS_LEADER,

@@ -10,6 +10,7 @@ use openraft::{Entry, LogId, OptionalSend, RaftLogId, StorageError, StorageIOErr
 use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, WriteBatch};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tickd_raft::unsupported;
 use tickd_raft::{NodeId, TypeConfig};
 
 use crate::keys::{self, COMMITTED, LAST_PURGED, LOG_CF, META_CF, VOTE};
@@ -79,8 +80,13 @@ fn read_json<T: DeserializeOwned>(
         .map_err(|e| StorageIOError::read(&e))
 }
 
+/// Decodes a stored entry. One written by a newer binary (this node's binary was downgraded
+/// under its log) is named as such, so that the core's failure says which release it needs.
 fn decode_entry(bytes: &[u8]) -> Result<Entry<TypeConfig>, StorageIOError<NodeId>> {
-    serde_json::from_slice(bytes).map_err(|e| StorageIOError::read_logs(&e))
+    serde_json::from_slice(bytes).map_err(|error| match unsupported::in_json(bytes) {
+        Some(why) => StorageIOError::read_logs(&why),
+        None => StorageIOError::read_logs(&error),
+    })
 }
 
 fn read_range<RB: RangeBounds<u64>>(db: &DB, range: RB) -> StoreResult<Vec<Entry<TypeConfig>>> {

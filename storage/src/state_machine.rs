@@ -8,6 +8,7 @@ use openraft::{
     Entry, EntryPayload, LogId, OptionalSend, RaftLogId, StorageError, StorageIOError,
     StoredMembership,
 };
+use tickd_raft::unsupported;
 use tickd_raft::{NodeAddr, NodeId, ReplicatedState, Response, StateHandle, TypeConfig};
 
 use crate::OpenError;
@@ -129,6 +130,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .into_iter()
             .map(|entry| {
                 let log_id = *entry.get_log_id();
+                // The Raft route halts a node before such an entry reaches its log; one that is
+                // there all the same (a binary downgraded under its log) stops the core here,
+                // before anything of it is applied.
+                if let Some(why) = unsupported::in_entries(std::slice::from_ref(&entry)) {
+                    return Err(StorageIOError::apply(log_id, &why).into());
+                }
                 state.last_applied = Some(log_id);
                 let outcome = match entry.payload {
                     EntryPayload::Blank => None,
@@ -141,7 +148,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             command = command.kind()
                         )
                         .entered();
-                        let outcome = state.registry.apply(command);
+                        let outcome = state.apply(command);
                         tracing::debug!("applied");
                         Some(outcome)
                     }
@@ -150,12 +157,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         None
                     }
                 };
-                Response {
+                Ok(Response {
                     outcome,
                     index: Some(log_id.index),
-                }
+                })
             })
-            .collect();
+            .collect::<StoreResult<Vec<Response>>>()?;
         let changed = observed.changed(&state.registry);
         drop(state);
         changed.notify();

@@ -103,6 +103,15 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
         status.contains("ROLE") && status.contains("leader"),
         "{status}"
     );
+    // Each node's release and levels, and the cluster's level (1, or 2 once the leader has
+    // seen every voter's support).
+    assert!(
+        status.contains("cluster level: ")
+            && status.contains("VERSION")
+            && status.contains(env!("CARGO_PKG_VERSION"))
+            && status.contains("1..=2"),
+        "{status}"
+    );
     let view = tickd(&api, token, &["cluster", "status", "--json"])
         .await
         .json("status --json");

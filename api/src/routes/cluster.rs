@@ -27,6 +27,9 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::error::{ApiError, BodyShape, ErrorBody};
 
+/// The release of a member that does not say which it runs: the only one that did not.
+const UNADVERTISED_VERSION: &str = "0.1.0";
+
 /// How long one member may take to describe itself.
 const MEMBER_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -37,6 +40,9 @@ pub struct ClusterStatus {
     leader: Option<NodeId>,
     /// This node's current Raft term.
     term: u64,
+    /// The cluster level this node has applied: which command kinds the log may carry. The
+    /// leader raises it once every voter's binary supports the next one.
+    cluster_level: u32,
     /// Every member, voters and learners.
     nodes: Vec<MemberStatus>,
 }
@@ -67,6 +73,11 @@ struct MemberStatus {
     /// majority's, `false` while it is beyond (it neither campaigns nor fires ticks); absent
     /// when it did not answer or has not measured yet.
     clock_within_bound: Option<bool>,
+    /// Its binary's release (`0.1.0` for a node that predates versions, which does not say),
+    /// when it answered.
+    version: Option<String>,
+    /// The cluster levels its binary supports, as `lowest..=highest`, when it answered.
+    levels: Option<String>,
 }
 
 /// The handler.
@@ -128,6 +139,15 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
                 last_applied: answer.as_ref().and_then(|status| status.last_applied),
                 clock_offset_ms: offset.map(|offset| offset.offset_ms),
                 clock_offset_uncertainty_ms: offset.map(|offset| offset.uncertainty_ms),
+                version: answer.as_ref().map(|status| {
+                    status
+                        .version
+                        .clone()
+                        .unwrap_or_else(|| UNADVERTISED_VERSION.to_owned())
+                }),
+                levels: answer
+                    .as_ref()
+                    .map(|status| status.supported_levels().to_string()),
                 clock_within_bound: answer.and_then(|status| status.clock).and_then(|verdict| {
                     match verdict {
                         Verdict::Within => Some(true),
@@ -138,9 +158,11 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
             }
         })
         .collect();
+    let cluster_level = app.replica.state().read().cluster_level.0;
     Json(ClusterStatus {
         leader: metrics.current_leader,
         term: metrics.current_term,
+        cluster_level,
         nodes,
     })
 }

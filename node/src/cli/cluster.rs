@@ -26,13 +26,16 @@ pub async fn status(client: &AdminClient) -> Result<Output, CliError> {
                 field(node, "last_applied"),
                 clock_offset(node),
                 yes_no(node, "clock_within_bound"),
+                field(node, "version"),
+                field(node, "levels"),
             ]
         })
         .collect();
     let text = format!(
-        "leader: {}  term: {}\n{}",
+        "leader: {}  term: {}  cluster level: {}\n{}",
         field(&view, "leader"),
         field(&view, "term"),
+        field(&view, "cluster_level"),
         table::render(
             &[
                 "ID",
@@ -44,6 +47,8 @@ pub async fn status(client: &AdminClient) -> Result<Output, CliError> {
                 "APPLIED",
                 "CLOCK OFFSET",
                 "CLOCK OK",
+                "VERSION",
+                "LEVELS",
             ],
             &rows
         )

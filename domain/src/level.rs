@@ -1,0 +1,225 @@
+//! Cluster levels: which command kinds a cluster's log may carry.
+//!
+//! A node decodes only the [`Command`] kinds its binary knows. During a rolling upgrade a
+//! cluster runs two binaries at once, so a kind that the newer one introduces must not reach
+//! the log before every voter can decode it. Each kind therefore belongs to a level (the level
+//! that introduced it, [`Command::introduced_in`]); the cluster holds one level in its
+//! replicated state; every node advertises the range of levels its binary supports
+//! ([`Levels::THIS_BINARY`]); and the leader raises the cluster level only once every voter
+//! supports the new one. A node that advertises nothing is a v0.1.0 node: level 1.
+//!
+//! Levels only grow with releases that add command kinds or change the meaning of one; a
+//! release that only fixes bugs keeps its predecessor's level.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Command;
+
+/// A cluster level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Level(pub u32);
+
+impl Level {
+    /// v0.1.0: registrations, pauses, resumes, manual ticks, intents, confirmations, pops,
+    /// touches, purges, restores and batches of them.
+    pub const V0_1: Level = Level(1);
+    /// This release: adds [`Command::SetLevel`].
+    pub const V0_2: Level = Level(2);
+}
+
+/// The level of a cluster that has not recorded one: every cluster formed by v0.1.0, and every
+/// new cluster until its leader has seen every voter's support for a higher one.
+impl Default for Level {
+    fn default() -> Self {
+        Level::V0_1
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The range of levels one node's binary supports, as it advertises it to its peers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Levels {
+    /// The lowest level it can run at.
+    pub lowest: Level,
+    /// The highest level it can run at: it decodes every kind up to this one.
+    pub highest: Level,
+}
+
+impl Levels {
+    /// What this binary supports: it decodes every command kind up to the highest.
+    pub const THIS_BINARY: Levels = Levels {
+        lowest: Level::V0_1,
+        highest: Level::V0_2,
+    };
+
+    /// What a node that advertises nothing supports: it predates levels, so it is v0.1.0.
+    pub const UNADVERTISED: Levels = Levels {
+        lowest: Level::V0_1,
+        highest: Level::V0_1,
+    };
+
+    /// Whether a node with these levels can run a cluster at `level`.
+    pub fn contains(&self, level: Level) -> bool {
+        self.lowest <= level && level <= self.highest
+    }
+}
+
+impl fmt::Display for Levels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}..={}", self.lowest, self.highest)
+    }
+}
+
+impl Command {
+    /// The level that introduced this command's kind: the cluster must be at it, or above,
+    /// before the kind may be proposed.
+    pub fn introduced_in(&self) -> Level {
+        match self {
+            Command::SetLevel { .. } => Level::V0_2,
+            Command::Register { .. }
+            | Command::Pause { .. }
+            | Command::Resume { .. }
+            | Command::Tick { .. }
+            | Command::Intend(_)
+            | Command::Confirm { .. }
+            | Command::Pop { .. }
+            | Command::Touch { .. }
+            | Command::Purge { .. }
+            | Command::Restore { .. }
+            | Command::Batch(_) => Level::V0_1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Intent, Registry, RegistrySnapshot};
+
+    /// One command of every kind, so that a new kind cannot be forgotten in the lists below.
+    fn one_of_each() -> Vec<Command> {
+        let id = crate::ClockId::new("c1".to_owned());
+        let queue = crate::QueueId::new("q".repeat(32));
+        let every = |command: &Command| match command {
+            // A new variant fails to compile here until it is listed, and so reaches the test.
+            Command::Register { .. }
+            | Command::Pause { .. }
+            | Command::Resume { .. }
+            | Command::Tick { .. }
+            | Command::Intend(_)
+            | Command::Confirm { .. }
+            | Command::Pop { .. }
+            | Command::Touch { .. }
+            | Command::Purge { .. }
+            | Command::Restore { .. }
+            | Command::Batch(_)
+            | Command::SetLevel { .. } => (),
+        };
+        let commands = vec![
+            Command::Register {
+                name: "n".into(),
+                schedule: "every.5.seconds".parse().expect("a schedule"),
+                id: id.clone(),
+                channel: crate::Channel::Http {
+                    queue_id: queue.clone(),
+                },
+                max_clocks: 1,
+                now_ms: 0,
+            },
+            Command::Pause {
+                id: id.clone(),
+                now_ms: 0,
+            },
+            Command::Resume {
+                id: id.clone(),
+                now_ms: 0,
+            },
+            Command::Tick { id, now_ms: 0 },
+            Command::Intend(Intent {
+                now_ms: 0,
+                through_ms: 0,
+                catch_up_ms: 0,
+                queue_limit: 1,
+            }),
+            Command::Confirm { ticks: vec![] },
+            Command::Pop {
+                queue: queue.clone(),
+                now_ms: 0,
+                request: "r".into(),
+            },
+            Command::Touch {
+                queues: vec![queue],
+                now_ms: 0,
+            },
+            Command::Purge { clocks: vec![] },
+            Command::Restore {
+                snapshot: RegistrySnapshot::default(),
+                now_ms: 0,
+                max_clocks: 1,
+            },
+            Command::Batch(vec![]),
+            Command::SetLevel { level: Level::V0_2 },
+        ];
+        commands.iter().for_each(every);
+        commands
+    }
+
+    /// The serialized tag of a command: its kind as a peer sees it.
+    fn tag(command: &Command) -> String {
+        let value = serde_json::to_value(command).expect("serializable");
+        let serde_json::Value::Object(map) = value else {
+            panic!("a command serializes as a one-key object: {value}");
+        };
+        map.keys().next().expect("one key").clone()
+    }
+
+    #[test]
+    fn kinds_lists_the_tag_of_every_command_and_nothing_else() {
+        let tags: Vec<String> = one_of_each().iter().map(tag).collect();
+        assert_eq!(tags, Command::KINDS);
+    }
+
+    #[test]
+    fn only_set_level_is_newer_than_v0_1() {
+        for command in one_of_each() {
+            let expected = match command {
+                Command::SetLevel { .. } => Level::V0_2,
+                _ => Level::V0_1,
+            };
+            assert_eq!(command.introduced_in(), expected, "{}", command.kind());
+            assert!(Levels::THIS_BINARY.contains(command.introduced_in()));
+        }
+        assert!(!Levels::UNADVERTISED.contains(Level::V0_2));
+    }
+
+    #[test]
+    fn the_registry_refuses_a_level_inside_a_batch() {
+        let mut registry = Registry::new();
+        let outcome = registry.apply(Command::Batch(vec![Command::SetLevel {
+            level: Level::V0_2,
+        }]));
+        assert!(
+            matches!(&outcome, crate::Outcome::Batch(outcomes)
+                if matches!(outcomes.as_slice(), [crate::Outcome::Rejected { .. }])),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_level_serializes_as_a_bare_number_and_defaults_to_v0_1() {
+        assert_eq!(
+            serde_json::to_string(&Level::V0_2).expect("serializable"),
+            "2"
+        );
+        assert_eq!(Level::default(), Level::V0_1);
+        assert_eq!(Levels::THIS_BINARY.to_string(), "1..=2");
+    }
+}
