@@ -64,6 +64,14 @@ fn voters_and_peers(raft: &Raft) -> (usize, Vec<(NodeId, NodeAddr)>) {
     (voters.len(), peers)
 }
 
+/// What one peer's status said of its clock.
+enum Reading {
+    /// Its offset from this node.
+    Offset(NodeId, PeerOffset),
+    /// It answered without a wall clock: a release from before clock measurement.
+    Unclocked,
+}
+
 /// One round: every peer asked for its status at once, each answer timed.
 async fn measure(replica: &Replica, voters: usize, peers: Vec<(NodeId, NodeAddr)>) -> Round {
     let began = (wall_clock::now_ms(), Instant::now());
@@ -71,19 +79,31 @@ async fn measure(replica: &Replica, voters: usize, peers: Vec<(NodeId, NodeAddr)
         let sent = Instant::now();
         let status = replica.peer_status(id, &node, PROBE_TIMEOUT).await.ok()?;
         let round_trip = sent.elapsed();
+        let Some(peer_wall_ms) = status.wall_ms else {
+            return Some(Reading::Unclocked);
+        };
         // This node's wall clock at the request, read through the monotonic clock so that
         // every probe of the round is measured against the same wall clock.
         let since_began = u64::try_from(sent.duration_since(began.1).as_millis()).unwrap_or(0);
         let sent_wall_ms = began.0.saturating_add(since_began);
-        Some((
+        Some(Reading::Offset(
             id,
-            PeerOffset::measure(sent_wall_ms, round_trip, status.wall_ms?),
+            PeerOffset::measure(sent_wall_ms, round_trip, peer_wall_ms),
         ))
     });
-    let offsets: BTreeMap<NodeId, PeerOffset> =
-        join_all(probes).await.into_iter().flatten().collect();
+    let mut offsets = BTreeMap::new();
+    let mut unclocked = 0usize;
+    for reading in join_all(probes).await.into_iter().flatten() {
+        match reading {
+            Reading::Offset(id, offset) => {
+                offsets.insert(id, offset);
+            }
+            Reading::Unclocked => unclocked = unclocked.saturating_add(1),
+        }
+    }
     Round {
         offsets,
+        unclocked,
         voters,
         began,
         ended: (wall_clock::now_ms(), Instant::now()),

@@ -106,28 +106,40 @@ struct Conclusion {
     correction: Option<PeerOffset>,
 }
 
-/// Concludes a round: `offsets` of the voters other than this node that answered, out of
-/// `voters` voters in all (this node among them).
-fn conclude(offsets: &BTreeMap<NodeId, PeerOffset>, voters: usize, bound_ms: u64) -> Conclusion {
+/// Concludes a round: `offsets` of the voters other than this node that answered, and
+/// `unclocked` more that answered without a clock (see [`Round::unclocked`]), out of `voters`
+/// voters in all (this node among them).
+fn conclude(
+    offsets: &BTreeMap<NodeId, PeerOffset>,
+    unclocked: usize,
+    voters: usize,
+    bound_ms: u64,
+) -> Conclusion {
     let majority = voters / 2 + 1;
-    if offsets.len() + 1 < majority {
+    if offsets.len().saturating_add(unclocked).saturating_add(1) < majority {
         return Conclusion {
             verdict: Verdict::Unmeasured,
             correction: None,
         };
     }
-    let mut readings: Vec<PeerOffset> = offsets.values().copied().collect();
-    readings.push(PeerOffset {
+    let at_this_node = PeerOffset {
         offset_ms: 0,
         uncertainty_ms: 0,
-    });
+    };
+    let mut readings: Vec<PeerOffset> = offsets.values().copied().collect();
+    readings.extend(std::iter::repeat_n(
+        at_this_node,
+        unclocked.saturating_add(1),
+    ));
     readings.sort_by_key(|reading| reading.offset_ms);
     // The lower median: with an even count, the earlier of the two middle clocks.
     let median = readings[(readings.len() - 1) / 2];
-    let agreeing = 1 + offsets
+    let agreeing = offsets
         .values()
         .filter(|offset| offset.agrees(bound_ms))
-        .count();
+        .count()
+        .saturating_add(unclocked)
+        .saturating_add(1);
     let verdict = if agreeing >= majority {
         Verdict::Within
     } else {
@@ -171,6 +183,11 @@ pub struct ClusterClock {
 pub struct Round {
     /// The voters' offsets from this node (only those that answered).
     pub offsets: BTreeMap<NodeId, PeerOffset>,
+    /// Voters that answered without a wall clock reading: they run a release from before
+    /// clock measurement (v0.1.0), which fires by its own clock. Each counts as agreeing with
+    /// this node at offset 0: during a rolling upgrade the guarantee is the old release's, and
+    /// a new node that leads beside old ones still fires (unmeasured, it would fire nothing).
+    pub unclocked: usize,
     /// How many voters the membership has, this node among them.
     pub voters: usize,
     /// This node's wall clock and the monotonic clock when the round began and ended.
@@ -208,7 +225,7 @@ impl ClusterClock {
             return false;
         }
         let bound_ms = u64::try_from(self.bound.as_millis()).unwrap_or(u64::MAX);
-        let conclusion = conclude(&round.offsets, round.voters, bound_ms);
+        let conclusion = conclude(&round.offsets, round.unclocked, round.voters, bound_ms);
         let mut readings = self.write();
         readings.offsets = round.offsets;
         readings.verdict = conclusion.verdict;
@@ -282,6 +299,7 @@ impl ClusterClock {
         let now = wall_clock::now_ms();
         self.record(Round {
             offsets: BTreeMap::new(),
+            unclocked: 0,
             voters: 1,
             began: (now, at),
             ended: (now, at),
@@ -338,7 +356,7 @@ mod tests {
     #[test]
     fn a_node_ahead_of_both_peers_is_beyond_and_its_correction_is_their_time() {
         // This node runs 5 s ahead: both peers read 5 s behind it.
-        let conclusion = conclude(&offsets(&[(2, -5_000), (3, -5_002)]), 3, 250);
+        let conclusion = conclude(&offsets(&[(2, -5_000), (3, -5_002)]), 0, 3, 250);
         assert_eq!(
             conclusion.verdict,
             Verdict::Beyond {
@@ -352,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_node_with_one_skewed_peer_is_within_and_ignores_that_peer() {
-        let conclusion = conclude(&offsets(&[(2, 5_000), (3, 3)]), 3, 250);
+        let conclusion = conclude(&offsets(&[(2, 5_000), (3, 3)]), 0, 3, 250);
         assert_eq!(conclusion.verdict, Verdict::Within);
         assert_eq!(conclusion.correction.map(|c| c.offset_ms), Some(3));
     }
@@ -362,31 +380,53 @@ mod tests {
         let near = [(2, offset(300, 60)), (3, offset(-300, 60))]
             .into_iter()
             .collect();
-        assert_eq!(conclude(&near, 3, 250).verdict, Verdict::Within);
+        assert_eq!(conclude(&near, 0, 3, 250).verdict, Verdict::Within);
         let far = [(2, offset(300, 10)), (3, offset(-300, 10))]
             .into_iter()
             .collect();
         assert!(matches!(
-            conclude(&far, 3, 250).verdict,
+            conclude(&far, 0, 3, 250).verdict,
             Verdict::Beyond { .. }
         ));
     }
 
     #[test]
     fn too_few_answers_leave_the_clock_unmeasured() {
-        let conclusion = conclude(&BTreeMap::new(), 3, 250);
+        let conclusion = conclude(&BTreeMap::new(), 0, 3, 250);
         assert_eq!(conclusion.verdict, Verdict::Unmeasured);
         assert_eq!(conclusion.correction, None);
         // One peer of two answered: with this node, a majority of three.
         assert_eq!(
-            conclude(&offsets(&[(2, 10)]), 3, 250).verdict,
+            conclude(&offsets(&[(2, 10)]), 0, 3, 250).verdict,
             Verdict::Within
         );
         // Five voters need three: one answer is not enough.
         assert_eq!(
-            conclude(&offsets(&[(2, 10)]), 5, 250).verdict,
+            conclude(&offsets(&[(2, 10)]), 0, 5, 250).verdict,
             Verdict::Unmeasured
         );
+    }
+
+    #[test]
+    fn voters_of_a_release_without_clocks_count_as_agreeing_with_this_node() {
+        // A new node beside two v0.1.0 nodes: measured, within, and its own clock is the
+        // majority's (the old release's guarantee), so that it fires when it leads.
+        let conclusion = conclude(&BTreeMap::new(), 2, 3, 250);
+        assert_eq!(conclusion.verdict, Verdict::Within);
+        assert_eq!(
+            conclusion.correction.map(|median| median.offset_ms),
+            Some(0)
+        );
+        // They do not outvote two measured clocks that disagree with this one.
+        let far = offsets(&[(2, 5_000), (3, 5_002)]);
+        assert!(matches!(
+            conclude(&far, 1, 5, 250).verdict,
+            Verdict::Beyond {
+                agreeing: 2,
+                voters: 5,
+                ..
+            }
+        ));
     }
 
     fn round(
@@ -396,6 +436,7 @@ mod tests {
     ) -> Round {
         Round {
             offsets,
+            unclocked: 0,
             voters: 3,
             began,
             ended,
