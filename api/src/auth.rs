@@ -15,15 +15,30 @@ use crate::error::ApiError;
 #[derive(Clone)]
 pub struct AccessToken {
     token: String,
-    digest: CredentialDigest,
+    /// `None`: no token is set, and nothing is admitted.
+    digest: Option<CredentialDigest>,
 }
 
 impl AccessToken {
     /// Wraps the token in force.
     pub fn new(token: impl Into<String>) -> Self {
         let token = token.into();
-        let digest = CredentialDigest::of(token.as_bytes());
+        let digest = Some(CredentialDigest::of(token.as_bytes()));
         Self { token, digest }
+    }
+
+    /// No token: the routes it guards refuse every request, saying that the cluster file sets
+    /// none. A cluster file written for a release without operator tokens has none.
+    pub fn unset() -> Self {
+        Self {
+            token: String::new(),
+            digest: None,
+        }
+    }
+
+    /// Whether a token is set.
+    pub fn is_set(&self) -> bool {
+        self.digest.is_some()
     }
 
     /// The token itself, for the one place the compat contract puts it on the wire: the
@@ -35,7 +50,9 @@ impl AccessToken {
     /// Compares digests in constant time: response timing reveals neither the token's bytes
     /// nor its length.
     fn matches(&self, presented: &[u8]) -> bool {
-        self.digest.matches(presented)
+        self.digest
+            .as_ref()
+            .is_some_and(|digest| digest.matches(presented))
     }
 
     /// Whether any credential the request presents is this token.
@@ -90,12 +107,17 @@ pub async fn require_operator_token(
     request: Request,
     next: Next,
 ) -> Response {
+    let set = token.is_set();
     admit(&token, request, next, || {
-        ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
+        let message = if set {
             "this route needs the operator token (operator_token in the cluster file), not the \
-             access token: pass it in an `Authorization: Bearer <token>` header",
-        )
+             access token: pass it in an `Authorization: Bearer <token>` header"
+        } else {
+            "this route needs the operator token, and this cluster has none: set \
+             `operator_token` (the same long random value) in every node's cluster file and \
+             restart the nodes one by one"
+        };
+        ApiError::new(axum::http::StatusCode::FORBIDDEN, message)
     })
     .await
 }
@@ -147,6 +169,15 @@ mod tests {
         assert!(!token.admits(&request("/x", Some(b"Basic secret"))));
         assert!(!token.admits(&request("/x", Some(b"secret"))));
         assert!(!token.admits(&request("/x", Some(b"token secret "))));
+    }
+
+    #[test]
+    fn an_unset_token_admits_nothing_not_even_an_empty_credential() {
+        let token = AccessToken::unset();
+        assert!(!token.is_set());
+        assert!(!token.admits(&request("/x", None)));
+        assert!(!token.admits(&request("/x?access_token=", None)));
+        assert!(!token.admits(&request("/x", Some(b"Bearer "))));
     }
 
     #[test]

@@ -442,9 +442,10 @@ fn check_credentials(file: &ClusterFile, exposed: Option<&str>) -> Result<(), Pr
     Ok(())
 }
 
-/// The operator token may change the membership and copy every queue id: it must exist on
-/// every node of a cluster (a generated one would differ per node) and must not be the access
-/// token, which every client holds.
+/// The operator token may change the membership and copy every queue id: it must not be the
+/// access token, which every client holds. A multi-node file may leave it out (a file written
+/// for v0.1.0 has none): the node then refuses the operator's routes, since a token generated
+/// per node would differ from node to node.
 fn check_operator_token(file: &ClusterFile) -> Result<(), Problem> {
     match &file.operator_token {
         Some(operator) if operator.is_empty() => Err(Problem::Invalid(
@@ -456,12 +457,6 @@ fn check_operator_token(file: &ClusterFile) -> Result<(), Problem> {
              24`) and give it only to operators"
                 .into(),
         )),
-        None if file.node.len() > 1 => Err(Problem::Invalid(format!(
-            "it describes {} nodes but sets no `operator_token`: membership changes, backup and \
-             restore need one token for the whole cluster. Add `operator_token = \"...\"` (a \
-             long random value, e.g. from `openssl rand -hex 24`, other than `token`)",
-            file.node.len()
-        ))),
         _ => Ok(()),
     }
 }

@@ -67,6 +67,19 @@ impl fmt::Display for Origin {
     }
 }
 
+/// The token of `role` that every node of a cluster shares: `from_env`, else `configured`,
+/// else none (a token generated here would differ from node to node).
+pub fn shared_token(
+    role: Role,
+    from_env: Option<String>,
+    configured: Option<String>,
+) -> Option<(String, Origin)> {
+    match from_env.filter(|token| !token.is_empty()) {
+        Some(token) => Some((token, Origin::Environment(role.variable()))),
+        None => configured.map(|token| (token, Origin::ClusterFile)),
+    }
+}
+
 /// Picks the token of `role`: `from_env`, else `configured`, else the one stored under
 /// `data_dir`.
 pub fn token(
@@ -75,11 +88,8 @@ pub fn token(
     configured: Option<String>,
     data_dir: &Path,
 ) -> std::io::Result<(String, Origin)> {
-    if let Some(token) = from_env.filter(|token| !token.is_empty()) {
-        return Ok((token, Origin::Environment(role.variable())));
-    }
-    if let Some(token) = configured {
-        return Ok((token, Origin::ClusterFile));
+    if let Some(shared) = shared_token(role, from_env, configured) {
+        return Ok(shared);
     }
     let path = data_dir.join(role.file_name());
     Ok((stored_or_generated(&path)?, Origin::Stored(path)))

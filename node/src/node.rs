@@ -112,16 +112,40 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         &data_dir,
     )
     .map_err(data_dir_error)?;
-    let (operator_token, operator_origin) = credentials::token(
-        Role::Operator,
-        std::env::var(Role::Operator.variable()).ok(),
-        config.operator_token.clone(),
-        &data_dir,
-    )
-    .map_err(data_dir_error)?;
-    if operator_token == token {
-        return Err(NodeError::SameTokens);
-    }
+    let operator_from_env = std::env::var(Role::Operator.variable()).ok();
+    let operator = if config.listed.len() > 1 {
+        credentials::shared_token(
+            Role::Operator,
+            operator_from_env,
+            config.operator_token.clone(),
+        )
+    } else {
+        let single = credentials::token(
+            Role::Operator,
+            operator_from_env,
+            config.operator_token.clone(),
+            &data_dir,
+        );
+        Some(single.map_err(data_dir_error)?)
+    };
+    let (operator_token, operator_origin) = match operator {
+        Some((operator, _)) if operator == token => return Err(NodeError::SameTokens),
+        Some((operator, origin)) => (AccessToken::new(operator), origin.to_string()),
+        None => {
+            // A cluster file of a release without operator tokens: the node runs, so that a
+            // rolling upgrade needs no change to the file, and the operator's routes say
+            // what is missing.
+            tracing::warn!(
+                "the cluster file sets no `operator_token`: membership changes, backup, \
+                 restore and the metrics (unless `metrics_require_token = false`) are refused \
+                 until every node's file sets the same one"
+            );
+            (
+                AccessToken::unset(),
+                "neither the environment nor the cluster file (none is set)".to_string(),
+            )
+        }
+    };
     let secret =
         credentials::cluster_secret(config.secret.clone(), &data_dir).map_err(data_dir_error)?;
 
@@ -208,7 +232,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         .map(|broker| Arc::new(RabbitQueues(broker)) as Arc<dyn QueueDeclarer>);
     let api = ApiConfig {
         token: AccessToken::new(token),
-        operator_token: AccessToken::new(operator_token),
+        operator_token,
         public_url: config.public_url.clone(),
         api_address: config.api_address.clone(),
         tls: tls.is_some(),
