@@ -9,13 +9,17 @@
 //! supports the new one. A node that advertises nothing is a v0.1.0 node: level 1.
 //!
 //! Levels only grow with releases that add command kinds or change the meaning of one; a
-//! release that only fixes bugs keeps its predecessor's level.
+//! release that only fixes bugs keeps its predecessor's level. A changed meaning is applied
+//! only from the level that introduced it (see [`Level::max_pop_ticks`]): every replica of a
+//! cluster applies the log by the cluster's level, not by its own binary, so that two
+//! releases of one mixed cluster reach the same state from the same entries.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Command;
+use crate::ticks::MAX_POP_TICKS;
 
 /// A cluster level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -26,8 +30,20 @@ impl Level {
     /// v0.1.0: registrations, pauses, resumes, manual ticks, intents, confirmations, pops,
     /// touches, purges, restores and batches of them.
     pub const V0_1: Level = Level(1);
-    /// This release: adds [`Command::SetLevel`].
+    /// This release: adds [`Command::SetLevel`], and bounds a pop to [`MAX_POP_TICKS`].
     pub const V0_2: Level = Level(2);
+
+    /// The most ticks one pop removes from a queue at this level. v0.1.0 removed every due
+    /// tick, and a replica of this release in a mixed cluster must remove what the v0.1.0
+    /// replicas remove, or the queues would part: ticks delivered twice after a failover to one
+    /// release, or never after a failover to the other.
+    pub fn max_pop_ticks(self) -> usize {
+        if self >= Level::V0_2 {
+            MAX_POP_TICKS
+        } else {
+            usize::MAX
+        }
+    }
 }
 
 /// The level of a cluster that has not recorded one: every cluster formed by v0.1.0, and every

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
 use crate::filter::ClockFilter;
-use crate::level::Level;
+use crate::level::{Level, Levels};
 use crate::pair_index::PairIndex;
 use crate::schedule::Schedule;
 use crate::ticks::{
@@ -303,9 +303,16 @@ impl Registry {
         Registry::default()
     }
 
-    /// Applies one command: the only way the registry changes. Deterministic:
-    /// the result depends only on the registry and the command.
+    /// Applies one command as a cluster at this binary's highest level does; see
+    /// [`apply_at`](Self::apply_at).
     pub fn apply(&mut self, command: Command) -> Outcome {
+        self.apply_at(Levels::THIS_BINARY.highest, command)
+    }
+
+    /// Applies one command by the rules of cluster level `level`: the only way the registry
+    /// changes. Deterministic: the result depends only on the registry, the level and the
+    /// command, so every replica of a cluster, whatever its release, reaches the same state.
+    pub fn apply_at(&mut self, level: Level, command: Command) -> Outcome {
         match command {
             Command::Register {
                 name,
@@ -340,7 +347,9 @@ impl Registry {
                     }
                     match self.clocks.get(clock) {
                         Some(clock) => {
-                            Outcome::Popped(self.ledger.pop_due(clock, &queue, now_ms, request))
+                            let max = level.max_pop_ticks();
+                            let ledger = &mut self.ledger;
+                            Outcome::Popped(ledger.pop_due(clock, &queue, now_ms, request, max))
                         }
                         None => Outcome::NotFound,
                     }
@@ -374,7 +383,7 @@ impl Registry {
                         Command::Batch(_) => Outcome::Rejected {
                             reason: "a batch of commands cannot contain another batch".into(),
                         },
-                        command => self.apply(command),
+                        command => self.apply_at(level, command),
                     })
                     .collect(),
             ),

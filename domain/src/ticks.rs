@@ -409,15 +409,19 @@ impl TickLedger {
     }
 
     /// Removes the ticks of `clock`'s queue `queue_id` that are due at `now_ms` and returns
-    /// them, oldest first: at most [`MAX_POP_TICKS`]; the others stay for the next pop, as do
-    /// ticks filed ahead of their instant. A pop with the same `request` as the queue's last
-    /// one is a retry: it gets the same ticks again and removes nothing.
+    /// them, oldest first: at most `max` (the cluster level's [`Level::max_pop_ticks`]); the
+    /// others stay for the next pop, as do ticks filed ahead of their instant. A pop with the
+    /// same `request` as the queue's last one is a retry: it gets the same ticks again and
+    /// removes nothing.
+    ///
+    /// [`Level::max_pop_ticks`]: crate::Level::max_pop_ticks
     pub fn pop_due(
         &mut self,
         clock: &Clock,
         queue_id: &QueueId,
         now_ms: u64,
         request: String,
+        max: usize,
     ) -> Vec<Tick> {
         if let Some(replay) = self.pop_replays.get(queue_id)
             && replay.request == request
@@ -437,7 +441,7 @@ impl TickLedger {
         due.sort_by_key(|tick| tick.due_at_ms);
         // The oldest due ticks leave; the rest, all due before any of `later`, stay first in
         // line, so the queue keeps its due order.
-        let waiting = due.split_off(due.len().min(MAX_POP_TICKS));
+        let waiting = due.split_off(due.len().min(max));
         *queue = waiting.into_iter().chain(later).collect();
         let replay = PopReplay {
             request,
@@ -701,7 +705,7 @@ mod tests {
         assert_eq!(ledger.counters.dropped, 2);
         assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
         let popped: Vec<u64> = ledger
-            .pop_due(&clock, &queue, 4_500, "p1".into())
+            .pop_due(&clock, &queue, 4_500, "p1".into(), MAX_POP_TICKS)
             .iter()
             .map(|t| t.due_at_ms)
             .collect();
@@ -709,7 +713,7 @@ mod tests {
         assert_eq!(ledger.next_due_in_queue(&queue), Some(5_000));
         assert!(
             ledger
-                .pop_due(&clock, &queue, 4_500, "p2".into())
+                .pop_due(&clock, &queue, 4_500, "p2".into(), MAX_POP_TICKS)
                 .is_empty()
         );
     }
@@ -725,7 +729,7 @@ mod tests {
         }
         let later = scheduled_at(&clock, 1_000_000_000);
         ledger.file(later.clone(), Destination::Queue(&queue), 10_000);
-        let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into());
+        let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS);
         assert_eq!(first.len(), MAX_POP_TICKS);
         assert_eq!(
             first.first().map(|t| t.due_at_ms),
@@ -734,19 +738,35 @@ mod tests {
         );
         // A retry gets the same ticks back, rebuilt whole from the replay record.
         assert_eq!(
-            ledger.pop_due(&clock, &queue, 999_999_999, "p1".into()),
+            ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS),
             first
         );
         let replay = ledger.pop_replays.get(&queue).map(|r| r.ticks.len());
         assert_eq!(replay, Some(MAX_POP_TICKS));
-        let second = ledger.pop_due(&clock, &queue, 999_999_999, "p2".into());
+        let second = ledger.pop_due(&clock, &queue, 999_999_999, "p2".into(), MAX_POP_TICKS);
         assert_eq!(second.len(), MAX_POP_TICKS);
         assert!(first.last().map(|t| t.due_at_ms) < second.first().map(|t| t.due_at_ms));
-        let third = ledger.pop_due(&clock, &queue, 999_999_999, "p3".into());
+        let third = ledger.pop_due(&clock, &queue, 999_999_999, "p3".into(), MAX_POP_TICKS);
         assert_eq!(third.len(), 5);
         // The tick filed ahead of its instant stayed, in due order behind the others.
         assert_eq!(ledger.queues.get(&queue).map(|q| q.len()), Some(1));
         assert_eq!(ledger.next_due_in_queue(&queue), Some(later.due_at_ms));
+    }
+
+    #[test]
+    fn a_pop_at_level_1_removes_every_due_tick_as_v0_1_0_did() {
+        let mut ledger = TickLedger::default();
+        let (clock, queue) = http_clock();
+        let filed = MAX_POP_TICKS * 3;
+        for at in 1..=filed {
+            let at = u64::try_from(at).unwrap_or(u64::MAX) * 1_000;
+            ledger.file(scheduled_at(&clock, at), Destination::Queue(&queue), 10_000);
+        }
+        let max = crate::Level::V0_1.max_pop_ticks();
+        let popped = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), max);
+        assert_eq!(popped.len(), filed);
+        assert_eq!(ledger.queues.get(&queue).map(VecDeque::len), Some(0));
+        assert_eq!(crate::Level::V0_2.max_pop_ticks(), MAX_POP_TICKS);
     }
 
     #[test]

@@ -41,7 +41,7 @@ impl ReplicatedState {
                 self.cluster_level = level;
                 Outcome::LevelSet { level }
             }
-            command => self.registry.apply(command),
+            command => self.registry.apply_at(self.cluster_level, command),
         }
     }
 }
@@ -133,7 +133,7 @@ impl StateHandle {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use tickd_domain::{Level, Outcome};
+    use tickd_domain::{Channel, ClockId, Level, Outcome, QueueId};
 
     use super::*;
 
@@ -183,5 +183,50 @@ mod tests {
         let outcome = state.apply(Command::Purge { clocks: vec![] });
         assert_eq!(outcome, Outcome::Purged { clocks: vec![] });
         assert_eq!(state.cluster_level, Level::V0_2);
+    }
+
+    /// How many ticks one pop of a queue holding 150 due manual ticks returns, on a state at
+    /// `level`.
+    fn first_pop_at(level: Level) -> usize {
+        let mut state = ReplicatedState {
+            cluster_level: level,
+            ..ReplicatedState::default()
+        };
+        let queue = QueueId::new(format!("queue-{:_<26}", "c1"));
+        let id = ClockId::new("c1".to_owned());
+        let registered = state.apply(Command::Register {
+            name: "burst".to_owned(),
+            schedule: tickd_domain::Schedule::parse("@never").expect("a schedule"),
+            id: id.clone(),
+            channel: Channel::Http {
+                queue_id: queue.clone(),
+            },
+            max_clocks: 10,
+            now_ms: 0,
+        });
+        assert!(
+            matches!(registered, Outcome::Registered { .. }),
+            "{registered:?}"
+        );
+        for now_ms in 1..=150 {
+            let id = id.clone();
+            let ticked = state.apply(Command::Tick { id, now_ms });
+            assert!(matches!(ticked, Outcome::Updated(_)), "{ticked:?}");
+        }
+        let request = "p1".to_owned();
+        match state.apply(Command::Pop {
+            queue,
+            now_ms: 1_000,
+            request,
+        }) {
+            Outcome::Popped(ticks) => ticks.len(),
+            other => panic!("a pop: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_pop_follows_the_clusters_level_not_the_binarys() {
+        assert_eq!(first_pop_at(Level::V0_1), 150, "as v0.1.0 pops");
+        assert_eq!(first_pop_at(Level::V0_2), tickd_domain::MAX_POP_TICKS);
     }
 }
