@@ -160,6 +160,9 @@ pub struct TestClusterBuilder {
     data_root: Option<PathBuf>,
     tls: bool,
     hosts: Vec<NodeHost>,
+    /// The binary every node starts from; `None`: [`tickd_binary`].
+    binary: Option<PathBuf>,
+    operator_token: bool,
 }
 
 impl Default for TestClusterBuilder {
@@ -183,6 +186,8 @@ impl Default for TestClusterBuilder {
             data_root: None,
             tls: false,
             hosts: Vec::new(),
+            binary: None,
+            operator_token: true,
         }
     }
 }
@@ -332,6 +337,19 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Starts every node from `binary` instead of the build under test (another release, say);
+    /// [`TestCluster::set_binary`] changes one node's later starts.
+    pub fn binary(mut self, binary: impl Into<PathBuf>) -> Self {
+        self.binary = Some(binary.into());
+        self
+    }
+
+    /// Leaves `operator_token` out of the file, as a release that does not know it needs.
+    pub fn without_operator_token(mut self) -> Self {
+        self.operator_token = false;
+        self
+    }
+
     /// Writes the cluster's files, spawns its nodes and (unless turned off)
     /// waits up to [`READY_TIMEOUT`] until they are ready.
     ///
@@ -341,7 +359,7 @@ impl TestClusterBuilder {
     /// created, a node exits during start-up, or the cluster is not ready in time.
     pub async fn start(self) -> TestCluster {
         assert!(self.nodes > 0, "a test cluster needs at least one node");
-        let binary = tickd_binary();
+        let binary = self.binary.unwrap_or_else(tickd_binary);
         let dir = tempfile::Builder::new()
             .prefix("tickd-test-")
             .tempdir()
@@ -369,6 +387,9 @@ impl TestClusterBuilder {
             }))
         };
         config.token = self.token;
+        if !self.operator_token {
+            config.operator_token = None;
+        }
         config.rabbit_uri = self.rabbit_uri;
         config.snapshot_every = self.snapshot_every;
         config.max_clocks = self.max_clocks;
@@ -439,6 +460,7 @@ impl TestClusterBuilder {
                         .collect(),
                     data_dir: dir_path.join(&node.data_dir),
                     log_path: dir_path.join(format!("node{}.log", node.id)),
+                    binary: Mutex::new(binary.clone()),
                     process: Mutex::new(Process::default()),
                 };
                 (node.id, process)
@@ -458,7 +480,6 @@ impl TestClusterBuilder {
             dir_path,
             config_path,
             config,
-            binary,
             env: self.env,
             nodes,
             client,
@@ -488,6 +509,8 @@ struct Node {
     env: Vec<(String, String)>,
     data_dir: PathBuf,
     log_path: PathBuf,
+    /// The binary the node's next start runs.
+    binary: Mutex<PathBuf>,
     process: Mutex<Process>,
 }
 
@@ -548,7 +571,6 @@ pub struct TestCluster {
     dir_path: PathBuf,
     config_path: PathBuf,
     config: ClusterConfig,
-    binary: PathBuf,
     env: Vec<(String, String)>,
     nodes: BTreeMap<NodeId, Node>,
     client: reqwest::Client,
@@ -852,13 +874,18 @@ impl TestCluster {
         );
         let stderr = log.try_clone().expect("duplicate the node log handle");
 
+        let binary = node
+            .binary
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let mut command = match node.command_prefix.split_first() {
             Some((program, args)) => {
                 let mut command = Command::new(program);
-                command.args(args).arg(&self.binary);
+                command.args(args).arg(&binary);
                 command
             }
-            None => Command::new(&self.binary),
+            None => Command::new(&binary),
         };
         command
             .arg("--config")
@@ -877,7 +904,7 @@ impl TestCluster {
         let child = command.spawn().unwrap_or_else(|error| {
             panic!(
                 "spawn node {id} from {} (through {:?}): {error}",
-                self.binary.display(),
+                binary.display(),
                 node.command_prefix
             )
         });
@@ -921,6 +948,16 @@ impl TestCluster {
                 );
             }
         }
+    }
+
+    /// Makes node `id`'s next starts run `binary`: an upgrade (or downgrade) of the node once
+    /// it is restarted.
+    pub fn set_binary(&self, id: NodeId, binary: impl Into<PathBuf>) {
+        *self
+            .node(id)
+            .binary
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = binary.into();
     }
 
     /// Deletes a down node's data directory, so it restarts empty.
@@ -1059,6 +1096,30 @@ impl TestCluster {
                 "cluster not ready within {timeout:?}: {last}; node logs: {}",
                 logs.join(", ")
             );
+        }
+    }
+
+    /// Waits until every running node reports cluster level `level` (`cluster_level` in
+    /// `GET /api/v1/cluster`). A new cluster starts at level 1 and its leader raises the level
+    /// within seconds; a test of what a level introduced waits for it first.
+    ///
+    /// # Panics
+    ///
+    /// When `timeout` passes first.
+    pub async fn wait_for_cluster_level(&self, level: u64, timeout: Duration) {
+        let outcome = poll_until(timeout, POLL_INTERVAL, || async {
+            for id in self.running_ids() {
+                let (_, body) = self.probe(id, "/api/v1/cluster", true).await?;
+                let seen = body.get("cluster_level").and_then(Value::as_u64);
+                if seen != Some(level) {
+                    return Err(format!("node {id} reports cluster level {seen:?}"));
+                }
+            }
+            Ok(())
+        })
+        .await;
+        if let Err(last) = outcome {
+            panic!("the cluster did not reach level {level} within {timeout:?}: {last}");
         }
     }
 

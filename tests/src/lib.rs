@@ -18,6 +18,8 @@
 //! - [`rig`]: the multi-host rig, each node in a network namespace of its own on a private
 //!   bridge, with real partitions and a packet capture of the bridge.
 //! - [`membership`]: membership changes through the API, checked.
+//! - [`releases`]: earlier releases of tickd built from the repository's history, to upgrade
+//!   a cluster from.
 //!
 //! Three rules hold throughout:
 //! - **Real processes.** Each node is a child process with its own data
@@ -49,6 +51,7 @@ pub mod ports;
 pub mod power;
 pub mod proxy;
 pub mod rabbit;
+pub mod releases;
 pub mod rig;
 pub mod skew;
 pub mod tools;
