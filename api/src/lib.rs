@@ -13,7 +13,9 @@
 //!    larger body limit, see [`routes::backup::MAX_RESTORE_BYTES`]), and on `/metrics` unless
 //!    the cluster file opens it. None on the http channel's pop (the queue id is the
 //!    capability), the OpenAPI document and health.
-//! 5. The route's handler, which talks to the cluster only through [`tickd_raft::Replica`]:
+//! 5. A path no route takes gets the JSON 404, or, with `dashboard_dir` set, the file of that
+//!    name in the folder ([`dashboard`]), without a token.
+//! 6. The route's handler, which talks to the cluster only through [`tickd_raft::Replica`]:
 //!    writes are proposed (and forwarded to the leader when needed), reads are linearized
 //!    first and then served from this node's applied state.
 //!
@@ -30,6 +32,7 @@ pub mod auth;
 pub mod backup;
 mod base_url;
 pub mod channels;
+pub mod dashboard;
 pub mod error;
 mod ids;
 pub mod log_limit;
@@ -114,6 +117,9 @@ pub struct ApiConfig {
     /// How many requests without a valid token one client address may send (see
     /// [`strangers`]).
     pub strangers: strangers::StrangerQuota,
+    /// A folder served at `/` in place of the API's 404 (Ticktok's dashboard build; see
+    /// [`dashboard`]), checked with [`dashboard::check`] before.
+    pub dashboard_dir: Option<std::path::PathBuf>,
 }
 
 /// The router of a node's API address.
@@ -127,6 +133,7 @@ pub fn router(
 ) -> Router {
     let token = config.token.clone();
     let operator_token = config.operator_token.clone();
+    let dashboard_dir = config.dashboard_dir.clone();
     let strangers =
         strangers::Strangers::new(config.strangers, token.clone(), operator_token.clone());
     let (open_metrics, operator_metrics) = if config.metrics_require_token {
@@ -157,8 +164,11 @@ pub fn router(
         .merge(clients)
         .merge(operators)
         .into();
+    let router = match &dashboard_dir {
+        Some(dir) => dashboard::serve_folder(router, dir),
+        None => router.fallback(unknown_path),
+    };
     router
-        .fallback(unknown_path)
         .layer(middleware::from_fn_with_state(strangers, strangers::limit))
         .layer(middleware::from_fn(telemetry::observe))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

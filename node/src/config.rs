@@ -77,6 +77,7 @@ struct ClusterFile {
     disk_reserve_mb: Option<u64>,
     ca_file: Option<PathBuf>,
     api_require_client_cert: Option<bool>,
+    dashboard_dir: Option<PathBuf>,
     insecure: Option<bool>,
     #[serde(default)]
     node: Vec<NodeEntry>,
@@ -159,6 +160,8 @@ pub struct NodeConfig {
     pub raft_limits: ListenerLimits,
     /// Free bytes below which the node refuses new clocks.
     pub disk_reserve_bytes: u64,
+    /// A folder served at `/` (Ticktok's dashboard build), holding an `index.html`.
+    pub dashboard_dir: Option<PathBuf>,
     /// The tick engine's settings.
     pub engine: tickd_engine::EngineConfig,
 }
@@ -260,6 +263,7 @@ impl NodeConfig {
                 HashSet::from([raft.ip()]),
             ),
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_MB * MIB,
+            dashboard_dir: None,
             engine: default_engine(),
         }
     }
@@ -690,6 +694,10 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     check_exposure(&file, id, &tls, [(&me.api, api), (&me.raft, raft)])?;
     let strangers = stranger_quota(&file)?;
     let max_clock_offset = max_clock_offset(&file)?;
+    let dashboard_dir = file.dashboard_dir.as_ref().map(|dir| base.join(dir));
+    if let Some(dir) = &dashboard_dir {
+        tickd_api::dashboard::check(dir).map_err(|error| Problem::Invalid(error.to_string()))?;
+    }
     Ok(NodeConfig {
         id,
         api,
@@ -708,6 +716,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         secret: Some(file.secret),
         rabbit_uri: file.rabbit_uri,
         rabbit_ca_file: file.rabbit_ca_file.as_ref().map(|path| base.join(path)),
+        dashboard_dir,
         snapshot_every: file
             .snapshot_every
             .unwrap_or(tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY),
@@ -770,6 +779,20 @@ mod tests {
         let path = dir.path().join("cluster.toml");
         std::fs::write(&path, text).expect("write the file");
         NodeConfig::from_file(&path, id)
+    }
+
+    #[test]
+    fn a_dashboard_dir_without_an_index_is_refused_and_one_with_it_is_resolved() {
+        let build = tempfile::tempdir().expect("temporary directory");
+        let with_dir = format!("dashboard_dir = {:?}\n{THREE_NODES}", build.path());
+        let error = load(&with_dir, 1).expect_err("an empty folder").to_string();
+        assert!(
+            error.contains("dashboard_dir") && error.contains("index.html"),
+            "{error}"
+        );
+        std::fs::write(build.path().join("index.html"), "<!doctype html>").expect("write");
+        let config = load(&with_dir, 1).expect("a folder with an index");
+        assert_eq!(config.dashboard_dir.as_deref(), Some(build.path()));
     }
 
     #[test]

@@ -241,6 +241,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         metrics_require_token: config.metrics_require_token,
         max_long_polls: config.max_long_polls,
         strangers: config.strangers,
+        dashboard_dir: config.dashboard_dir.clone(),
     };
     let polls = PollTracker::default();
     let reserve = DiskReserve::new(data_dir.clone(), config.disk_reserve_bytes);
