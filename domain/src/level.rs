@@ -30,8 +30,21 @@ impl Level {
     /// v0.1.0: registrations, pauses, resumes, manual ticks, intents, confirmations, pops,
     /// touches, purges, restores and batches of them.
     pub const V0_1: Level = Level(1);
-    /// This release: adds [`Command::SetLevel`], and bounds a pop to [`MAX_POP_TICKS`].
+    /// This release: adds [`Command::SetLevel`], bounds a pop to [`MAX_POP_TICKS`], and
+    /// applies the bounds against hostile and stale commands ([`Level::bounds_commands`]).
     pub const V0_2: Level = Level(2);
+
+    /// Whether apply holds commands to the bounds this release added against hostile and
+    /// stale input: manual ticks obey the queue limit (and wait for the broker at most that
+    /// many per clock), a registration stamped far behind the intent watermark files one
+    /// look-ahead window at most, a proposed queue id already in use is refused, and a
+    /// restored backup is validated and trimmed to the queue limit. v0.1.0 applies none of
+    /// them, so a cluster at level 1 does not either: a replica of this release must reach the
+    /// state its v0.1.0 peers reach from the same entry. (The API checks a backup before
+    /// proposing it, at any level.)
+    pub fn bounds_commands(self) -> bool {
+        self >= Level::V0_2
+    }
 
     /// The most ticks one pop removes from a queue at this level. v0.1.0 removed every due
     /// tick, and a replica of this release in a mixed cluster must remove what the v0.1.0

@@ -321,10 +321,10 @@ impl Registry {
                 channel,
                 max_clocks,
                 now_ms,
-            } => self.register(name, schedule, id, channel, max_clocks, now_ms),
+            } => self.register(level, name, schedule, id, channel, max_clocks, now_ms),
             Command::Pause { id, now_ms } => self.pause(&id, now_ms),
-            Command::Resume { id, now_ms } => self.resume(&id, now_ms),
-            Command::Tick { id, now_ms } => self.tick_now(&id, now_ms),
+            Command::Resume { id, now_ms } => self.resume(level, &id, now_ms),
+            Command::Tick { id, now_ms } => self.tick_now(level, &id, now_ms),
             Command::Intend(intent) => Outcome::Filed(self.intend(&intent)),
             Command::Confirm { ticks } => {
                 let before = self.ledger.outbox.len();
@@ -375,7 +375,7 @@ impl Registry {
                 snapshot,
                 now_ms,
                 max_clocks,
-            } => self.restore(snapshot, now_ms, max_clocks),
+            } => self.restore(level, snapshot, now_ms, max_clocks),
             Command::Batch(commands) => Outcome::Batch(
                 commands
                     .into_iter()
@@ -395,7 +395,13 @@ impl Registry {
     }
 
     /// Replaces a registry without clocks by a backed-up one; see [`Command::Restore`].
-    fn restore(&mut self, snapshot: RegistrySnapshot, now_ms: u64, max_clocks: u64) -> Outcome {
+    fn restore(
+        &mut self,
+        level: Level,
+        snapshot: RegistrySnapshot,
+        now_ms: u64,
+        max_clocks: u64,
+    ) -> Outcome {
         if !self.is_empty() {
             return Outcome::NotEmpty {
                 clocks: u64::try_from(self.len()).unwrap_or(u64::MAX),
@@ -406,7 +412,9 @@ impl Registry {
         }
         // The API checks the same before proposing; apply checks again, because it must be
         // safe whatever reaches the log.
-        if let Err(error) = snapshot.validate_for_restore(now_ms) {
+        if level.bounds_commands()
+            && let Err(error) = snapshot.validate_for_restore(now_ms)
+        {
             return Outcome::Rejected {
                 reason: error.to_string(),
             };
@@ -432,9 +440,20 @@ impl Registry {
         for cursor in ledger.cursors.values_mut() {
             cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
         }
+        if level.bounds_commands() {
+            Self::fit_restored_queues(ledger, self.ledger.queue_limit);
+        }
+        let clocks = u64::try_from(restored.len()).unwrap_or(u64::MAX);
+        *self = restored;
+        Outcome::Restored { clocks }
+    }
+
+    /// Fits a restored ledger to this cluster: its queue limit applies to the restored queues
+    /// too, and replay records of pops made on the backed-up cluster cannot be retried here.
+    fn fit_restored_queues(ledger: &mut TickLedger, queue_limit: u64) {
         // The restoring cluster's queue limit applies, to the restored queues too; replay
         // records of pops made on the backed-up cluster cannot be retried here.
-        ledger.queue_limit = self.ledger.queue_limit;
+        ledger.queue_limit = queue_limit;
         ledger.pop_replays.clear();
         let limit = usize::try_from(ledger.queue_limit.max(1)).unwrap_or(usize::MAX);
         let mut dropped = 0u64;
@@ -445,15 +464,17 @@ impl Registry {
             }
         }
         ledger.counters.dropped = ledger.counters.dropped.saturating_add(dropped);
-        let clocks = u64::try_from(restored.len()).unwrap_or(u64::MAX);
-        *self = restored;
-        Outcome::Restored { clocks }
     }
 
     /// Joins the clock of the pair, or creates it if the name is valid, the
     /// limit allows and the proposed id is free.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a registration's fields, and the level that decides how they apply"
+    )]
     fn register(
         &mut self,
+        level: Level,
         name: String,
         schedule: Schedule,
         id: ClockId,
@@ -487,6 +508,7 @@ impl Registry {
             };
         }
         if let Channel::Http { queue_id } = &channel
+            && level.bounds_commands()
             && self.by_queue.contains_key(queue_id)
         {
             // Likewise for queue ids: two clocks on one queue would pop each other's ticks.
@@ -502,7 +524,7 @@ impl Registry {
             channel,
         };
         self.insert(clock.clone());
-        self.start_ticking(&clock, now_ms);
+        self.start_ticking(level, &clock, now_ms);
         Outcome::Registered {
             clock,
             created: true,
@@ -516,16 +538,20 @@ impl Registry {
     /// Only the last [`MAX_LOOKAHEAD_MS`] before the watermark can be covered (intents reach
     /// no further ahead), so a command whose `now_ms` lies far behind the watermark files at
     /// most that window's instants, not every instant since `now_ms`.
-    fn start_ticking(&mut self, clock: &Clock, now_ms: u64) {
+    fn start_ticking(&mut self, level: Level, clock: &Clock, now_ms: u64) {
         let cursor = Cursor {
             ticks_from_ms: now_ms,
             last_activity_ms: now_ms,
         };
         let through = self.ledger.intended_through_ms;
-        let from = now_ms.max(through.saturating_sub(MAX_LOOKAHEAD_MS));
+        let (from, limit) = if level.bounds_commands() {
+            let from = now_ms.max(through.saturating_sub(MAX_LOOKAHEAD_MS));
+            (from, self.ledger.queue_limit)
+        } else {
+            (now_ms, u64::MAX)
+        };
         let covered: Vec<u64> = clock.schedule.instants_in(from, through).collect();
         self.ledger.cursors.insert(clock.id.clone(), cursor);
-        let limit = self.ledger.queue_limit;
         for instant in covered {
             let tick = scheduled_tick(clock, instant);
             self.ledger.file(tick, destination(clock), limit);
@@ -550,7 +576,7 @@ impl Registry {
         Outcome::Updated(clock)
     }
 
-    fn resume(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+    fn resume(&mut self, level: Level, id: &ClockId, now_ms: u64) -> Outcome {
         let Some(clock) = self.clocks.get_mut(id) else {
             return Outcome::NotFound;
         };
@@ -558,17 +584,18 @@ impl Registry {
         clock.status = ClockStatus::Active;
         let clock = clock.clone();
         if was_paused {
-            self.start_ticking(&clock, now_ms);
+            self.start_ticking(level, &clock, now_ms);
         }
         Outcome::Updated(clock)
     }
 
-    fn tick_now(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+    fn tick_now(&mut self, level: Level, id: &ClockId, now_ms: u64) -> Outcome {
         let Some(clock) = self.clocks.get(id).cloned() else {
             return Outcome::NotFound;
         };
         let sequence = self.ledger.manual_sequence;
-        if sequence >= MAX_MANUAL_SEQUENCE {
+        let bounded = level.bounds_commands();
+        if bounded && sequence >= MAX_MANUAL_SEQUENCE {
             return Outcome::Rejected {
                 reason: format!(
                     "the cluster has filed its maximum of {MAX_MANUAL_SEQUENCE} manual ticks"
@@ -578,8 +605,12 @@ impl Registry {
         // A rabbit clock's ticks wait in the outbox until the broker confirms them; nothing
         // drops the oldest there, so a burst of manual ticks while the broker is away is
         // refused at the same limit an http queue holds.
-        let limit = self.ledger.queue_limit;
-        if let Destination::Outbox = destination(&clock) {
+        let limit = if bounded {
+            self.ledger.queue_limit
+        } else {
+            u64::MAX
+        };
+        if bounded && let Destination::Outbox = destination(&clock) {
             let cap = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
             let waiting = self
                 .ledger
@@ -2018,6 +2049,64 @@ mod tests {
             .expect("a waiting manual tick");
         registry.apply(Command::Confirm { ticks: vec![first] });
         assert!(matches!(tick(&mut registry, "ra", 5), Outcome::Updated(_)));
+    }
+
+    #[test]
+    fn at_level_1_commands_apply_as_v0_1_0_applied_them() {
+        let v0_1 = Level::V0_1;
+        let mut registry = Registry::new();
+        registry.apply_at(v0_1, rabbit("r", "@never", "ra", 0));
+        let http = match registry.apply_at(v0_1, register("h", "@never", "hc", NO_LIMIT)) {
+            Outcome::Registered { clock, .. } => clock,
+            other => panic!("a registration: {other:?}"),
+        };
+        registry.apply_at(v0_1, intent_keeping_three(1_000, 1_000));
+        // Manual ticks: no cap on those waiting for the broker, none on an http queue.
+        for (clock, now_ms) in [("ra", 0), ("hc", 0)].repeat(5).into_iter().zip(0..) {
+            let ticked = registry.apply_at(
+                v0_1,
+                Command::Tick {
+                    id: id(clock.0),
+                    now_ms,
+                },
+            );
+            assert!(matches!(ticked, Outcome::Updated(_)), "{ticked:?}");
+        }
+        let waiting = |registry: &Registry| {
+            registry
+                .ledger()
+                .queues
+                .get(&queue_for("hc"))
+                .map(std::collections::VecDeque::len)
+        };
+        assert_eq!(waiting(&registry), Some(5), "kept past the limit of 3");
+        assert_eq!(registry.ledger().outbox.len(), 5);
+        // A proposed queue id already in use is taken, as v0.1.0 takes it.
+        let twin = Command::Register {
+            name: "twin".to_owned(),
+            schedule: schedule("@never"),
+            id: id("tw"),
+            channel: http.channel.clone(),
+            max_clocks: NO_LIMIT,
+            now_ms: 2_000,
+        };
+        assert!(matches!(
+            registry.clone().apply_at(v0_1, twin.clone()),
+            Outcome::Registered { created: true, .. }
+        ));
+        assert!(matches!(
+            registry.clone().apply(twin),
+            Outcome::Rejected { .. }
+        ));
+        // A registration stamped far behind the watermark files every instant since its
+        // stamp, where level 2 files one look-ahead window.
+        let mut far = Registry::new();
+        far.apply_at(v0_1, intent(MAX_LOOKAHEAD_MS * 3, MAX_LOOKAHEAD_MS * 3));
+        let mut bounded = far.clone();
+        let stale = rabbit("s", "every.1.seconds", "st", 0);
+        far.apply_at(v0_1, stale.clone());
+        bounded.apply(stale);
+        assert!(far.ledger().outbox.len() > bounded.ledger().outbox.len());
     }
 
     #[test]

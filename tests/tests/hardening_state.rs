@@ -129,6 +129,11 @@ async fn manual_ticks_cannot_exceed_the_queue_limit_and_a_pop_is_bounded() {
         .setting("http_queue_limit", limit.to_string())
         .start()
         .await;
+    // Manual ticks and pops are bounded from cluster level 2 on (level 1 applies them as
+    // v0.1.0 did).
+    cluster
+        .wait_for_cluster_level(2, Duration::from_secs(30))
+        .await;
     let (status, _, clock) = register(&cluster, 1, &unique_name("burst"), "every.1.hours").await;
     assert_eq!(status, StatusCode::CREATED, "{clock}");
     let id = clock_id(&clock);
@@ -141,10 +146,6 @@ async fn manual_ticks_cannot_exceed_the_queue_limit_and_a_pop_is_bounded() {
         let (status, _, body) = action(&cluster, 1, &id, "tick").await;
         assert_eq!(status, StatusCode::OK, "tick {n}: {body}");
     }
-    // Pops are bounded from cluster level 2 on (level 1 pops as v0.1.0 did).
-    cluster
-        .wait_for_cluster_level(2, Duration::from_secs(30))
-        .await;
     let url = pop_url(&cluster, 1, &clock);
     let mut sizes = Vec::new();
     let mut ids = Vec::new();
