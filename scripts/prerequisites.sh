@@ -145,6 +145,17 @@ ensure_faketime() {
   fi
 }
 
+# The dashboard's browser tests (tests/tests/dashboard.rs) drive Debian's chromium through
+# its chromedriver.
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ] && command -v chromedriver >/dev/null 2>&1; then
+    say "chromium and chromedriver: present"
+  else
+    say "chromium or chromedriver: missing, installing chromium and chromium-driver"
+    apt_install chromium chromium-driver
+  fi
+}
+
 # promtool checks and unit-tests the alerting rules in deploy/prometheus.
 ensure_promtool() {
   if command -v promtool >/dev/null 2>&1; then

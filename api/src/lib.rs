@@ -13,8 +13,9 @@
 //!    larger body limit, see [`routes::backup::MAX_RESTORE_BYTES`]), and on `/metrics` unless
 //!    the cluster file opens it. None on the http channel's pop (the queue id is the
 //!    capability), the OpenAPI document and health.
-//! 5. A path no route takes gets the JSON 404, or, with `dashboard_dir` set, the file of that
-//!    name in the folder ([`dashboard`]), without a token.
+//! 5. A path no route takes gets tickd's dashboard (`/` and its assets), or, with
+//!    `dashboard_dir` set, the file of that name in the folder ([`dashboard`]), without a
+//!    token; else the JSON 404.
 //! 6. The route's handler, which talks to the cluster only through [`tickd_raft::Replica`]:
 //!    writes are proposed (and forwarded to the leader when needed), reads are linearized
 //!    first and then served from this node's applied state.
@@ -80,6 +81,8 @@ pub struct AppState {
     pub metrics: RenderMetrics,
     /// Whether this node's disk may take a new clock.
     pub space: CheckSpace,
+    /// The event streams this node may still open.
+    event_streams: routes::events::StreamSlots,
 }
 
 /// Renders this node's metrics in the Prometheus text format. Supplied by the binary, which
@@ -150,6 +153,7 @@ pub fn router(
         pops: unanswered_pops::UnansweredPops::default(),
         metrics,
         space,
+        event_streams: routes::events::StreamSlots::default(),
     };
     let clients = token_routes().layer(middleware::from_fn_with_state(token, auth::require_token));
     let operators =
@@ -165,8 +169,8 @@ pub fn router(
         .merge(operators)
         .into();
     let router = match &dashboard_dir {
-        Some(dir) => dashboard::serve_folder(router, dir),
-        None => router.fallback(unknown_path),
+        Some(dir) => dashboard::folder::serve_folder(router, dir),
+        None => router.fallback(dashboard::page::serve),
     };
     router
         .layer(middleware::from_fn_with_state(strangers, strangers::limit))
@@ -208,6 +212,7 @@ fn token_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::clocks::get))
         .routes(routes!(routes::clocks::act))
         .routes(routes!(routes::cluster::cluster))
+        .routes(routes!(routes::events::events))
 }
 
 /// Routes that need the operator token: membership changes, backup and restore (the one

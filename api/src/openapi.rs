@@ -197,6 +197,7 @@ mod tests {
             "GET /api/v1/clocks/{id}",
             "PUT /api/v1/clocks/{id}/{action}",
             "GET /api/v1/cluster",
+            "GET /api/v1/events",
             "POST /api/v1/cluster/nodes",
             "DELETE /api/v1/cluster/nodes/{id}",
             "GET /api/v1/backup",

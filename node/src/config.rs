@@ -696,7 +696,8 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     let max_clock_offset = max_clock_offset(&file)?;
     let dashboard_dir = file.dashboard_dir.as_ref().map(|dir| base.join(dir));
     if let Some(dir) = &dashboard_dir {
-        tickd_api::dashboard::check(dir).map_err(|error| Problem::Invalid(error.to_string()))?;
+        tickd_api::dashboard::folder::check(dir)
+            .map_err(|error| Problem::Invalid(error.to_string()))?;
     }
     Ok(NodeConfig {
         id,

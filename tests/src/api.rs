@@ -116,7 +116,11 @@ pub async fn send(request: RequestBuilder) -> Reply {
 
 /// Sends a request and collects the reply, or returns the transport error.
 pub async fn try_send(request: RequestBuilder) -> Result<Reply, reqwest::Error> {
-    let response = request.send().await?;
+    collect(request.send().await?).await
+}
+
+/// Reads a response whole into a reply.
+pub async fn collect(response: reqwest::Response) -> Result<Reply, reqwest::Error> {
     let status = response.status();
     let headers = response.headers().clone();
     let bytes = response.bytes().await?;

@@ -18,6 +18,7 @@
 //! - [`rig`]: the multi-host rig, each node in a network namespace of its own on a private
 //!   bridge, with real partitions and a packet capture of the bridge.
 //! - [`membership`]: membership changes through the API, checked.
+//! - [`browser`]: a headless Chromium over WebDriver, for the dashboard.
 //! - [`releases`]: earlier releases of tickd built from the repository's history, to upgrade
 //!   a cluster from.
 //!
@@ -41,6 +42,7 @@
 //! All async functions need a Tokio runtime (`#[tokio::test]`).
 
 pub mod api;
+pub mod browser;
 pub mod chaos;
 pub mod cluster;
 pub mod config;

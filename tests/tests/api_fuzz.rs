@@ -124,10 +124,12 @@ async fn schemathesis_finds_no_failure_on_a_three_node_cluster() {
         operations >= 13,
         "the document has only {operations} operations"
     );
+    // Every operation but the event stream, which never ends (tests/schemathesis/
+    // schemathesis.toml leaves it out; tests/tests/dashboard.rs covers it).
     assert_eq!(
         tested,
-        Some(operations),
-        "every operation is tested:\n{stdout}"
+        Some(operations - 1),
+        "every operation but the event stream is tested:\n{stdout}"
     );
     assert!(
         cluster.crashed_nodes().is_empty(),

@@ -130,9 +130,22 @@ async fn every_node_serves_the_folder_without_a_token_and_the_api_wins_over_file
 }
 
 #[tokio::test]
-async fn without_dashboard_dir_the_root_is_the_apis_404() {
+async fn without_dashboard_dir_the_root_is_tickds_own_page_and_other_paths_the_apis_404() {
     let cluster = TestCluster::start(1).await;
-    let (status, _, body) = api::send(api::anonymous(&cluster, Method::GET, 1, "/")).await;
+    let (status, headers, page) = api::send(api::anonymous(&cluster, Method::GET, 1, "/")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(body_text(&page).contains("/dashboard/app.js"), "{page}");
+    let policy = headers
+        .get(header::CONTENT_SECURITY_POLICY)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    assert!(policy.contains("script-src 'self'"), "{policy:?}");
+    for asset in ["/dashboard/app.js", "/dashboard/style.css"] {
+        let (status, _, body) = api::send(api::anonymous(&cluster, Method::GET, 1, asset)).await;
+        assert_eq!(status, StatusCode::OK, "{asset}: {body}");
+    }
+    let (status, _, body) =
+        api::send(api::anonymous(&cluster, Method::GET, 1, "/static/x.js")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["status"], 404, "{body}");
 }

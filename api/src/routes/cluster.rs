@@ -95,6 +95,12 @@ struct MemberStatus {
     ),
 )]
 pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
+    Json(status(&app).await)
+}
+
+/// The cluster as this node sees it: the body of `GET /api/v1/cluster` and of the `cluster`
+/// event.
+pub(crate) async fn status(app: &AppState) -> ClusterStatus {
     let metrics = app.replica.raft().metrics().borrow().clone();
     let membership = metrics.membership_config.membership();
     let voters: Vec<NodeId> = membership.voter_ids().collect();
@@ -159,12 +165,12 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
         })
         .collect();
     let cluster_level = app.replica.state().read().cluster_level.0;
-    Json(ClusterStatus {
+    ClusterStatus {
         leader: metrics.current_leader,
         term: metrics.current_term,
         cluster_level,
         nodes,
-    })
+    }
 }
 
 /// The body of `POST /api/v1/cluster/nodes`.

@@ -3,6 +3,7 @@
 pub mod backup;
 pub mod clocks;
 pub mod cluster;
+pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod queues;

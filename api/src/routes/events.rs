@@ -1,0 +1,240 @@
+//! `GET /api/v1/events`: the cluster and its clocks, pushed as server-sent events.
+//!
+//! The dashboard (and any script) keeps one request open and is told what changed, instead of
+//! polling the whole clock list. Two kinds of event, each carrying the whole current value:
+//! - `cluster`: the body of `GET /api/v1/cluster`, at once, then whenever this node's view of
+//!   the leader, the term or the membership changes (checked every [`CHECK_EVERY`]), and
+//!   every [`CLUSTER_REFRESH`] besides, for the members' applied indexes and clocks;
+//! - `clocks`: the clocks as this node has applied them (not a linearized read: a view, a few
+//!   milliseconds behind the leader at most), at once and whenever one is added, removed,
+//!   paused or resumed (checked every [`CLOCKS_CHECK_EVERY`]): [`ClocksEvent`], at most
+//!   [`MAX_LISTED`] of them in name order.
+//!
+//! A stream costs its node one pass over the registry per check, so a node serves at most
+//! [`MAX_STREAMS`] at once; one more is answered 503 with `Retry-After`.
+
+use std::collections::hash_map::DefaultHasher;
+use std::convert::Infallible;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use serde::Serialize;
+use tickd_domain::{Channel, Clock, ClockStatus};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::error::{ApiError, ErrorBody};
+use crate::routes::cluster::{ClusterStatus, status};
+
+/// How often a stream looks for a change of the cluster.
+pub const CHECK_EVERY: Duration = Duration::from_millis(250);
+/// How often a stream looks for a change of the clocks: a pass over the whole registry.
+pub const CLOCKS_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often a `cluster` event is sent even when nothing it is keyed on changed.
+pub const CLUSTER_REFRESH: Duration = Duration::from_secs(2);
+/// The most clocks a `clocks` event lists.
+pub const MAX_LISTED: usize = 1_000;
+/// The most event streams one node serves at once.
+pub const MAX_STREAMS: usize = 32;
+
+/// The streams a node may still open.
+#[derive(Clone)]
+pub struct StreamSlots(Arc<Semaphore>);
+
+impl Default for StreamSlots {
+    fn default() -> Self {
+        StreamSlots(Arc::new(Semaphore::new(MAX_STREAMS)))
+    }
+}
+
+/// The body of a `clocks` event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClocksEvent {
+    /// How many clocks the cluster holds.
+    total: usize,
+    /// The first [`MAX_LISTED`] of them by name (then schedule).
+    clocks: Vec<ClockSummary>,
+}
+
+/// One clock in a `clocks` event.
+#[derive(Debug, Serialize, ToSchema)]
+struct ClockSummary {
+    id: String,
+    name: String,
+    schedule: String,
+    /// `ACTIVE` or `PAUSED`.
+    status: ClockStatus,
+    /// `rabbit` or `http`; the queue itself is given only to the registration.
+    channel: &'static str,
+    /// The next scheduled instant, in Unix milliseconds; absent for `@never` and while
+    /// paused.
+    next_at_ms: Option<u64>,
+}
+
+impl ClockSummary {
+    fn of(clock: &Clock, now_ms: u64) -> Self {
+        let next_at_ms = match clock.status {
+            ClockStatus::Paused => None,
+            _ => clock.schedule.next_instant_after(now_ms),
+        };
+        ClockSummary {
+            id: clock.id.to_string(),
+            name: clock.name.clone(),
+            schedule: clock.schedule.as_str().to_owned(),
+            status: clock.status,
+            channel: match clock.channel {
+                Channel::Rabbit { .. } => "rabbit",
+                Channel::Http { .. } => "http",
+            },
+            next_at_ms,
+        }
+    }
+}
+
+/// The handler.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events",
+    tag = "cluster",
+    summary = "The cluster and its clocks, pushed as server-sent events",
+    description = "`text/event-stream`. A `cluster` event (the body of `GET /api/v1/cluster`) \
+        at once, on every change of leader, term or membership and every 2 s; a `clocks` event \
+        (`ClocksEvent`: the total and the first 1 000 clocks by name, with channel kind and \
+        next instant) at once and whenever a clock is added, removed, paused or resumed. \
+        Comments keep an idle stream alive. At most 32 streams per node.",
+    responses(
+        (status = 200, description = "The event stream", content_type = "text/event-stream",
+            body = ClocksEvent),
+        (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 503, description = "The node serves its most streams already",
+            body = ErrorBody),
+    ),
+)]
+pub async fn events(
+    State(app): State<AppState>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let permit = app
+        .event_streams
+        .0
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| {
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "this node serves {MAX_STREAMS} event streams already; retry later or use \
+                 another node"
+                ),
+            )
+        })?;
+    let watcher = Watcher {
+        app,
+        _permit: permit,
+        cluster_key: None,
+        cluster_sent: None,
+        clocks_hash: None,
+        clocks_checked: None,
+        ticker: tokio::time::interval(CHECK_EVERY),
+    };
+    let stream = futures::stream::unfold(watcher, |mut watcher| async move {
+        let event = watcher.next_event().await;
+        Some((Ok(event), watcher))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// One stream's memory of what it sent.
+struct Watcher {
+    app: AppState,
+    /// Held for the stream's life: its slot among [`MAX_STREAMS`].
+    _permit: OwnedSemaphorePermit,
+    cluster_key: Option<ClusterKey>,
+    cluster_sent: Option<Instant>,
+    clocks_hash: Option<u64>,
+    clocks_checked: Option<Instant>,
+    ticker: tokio::time::Interval,
+}
+
+/// What a `cluster` event is sent on a change of.
+#[derive(Debug, PartialEq, Eq)]
+struct ClusterKey {
+    leader: Option<u64>,
+    term: u64,
+    membership: String,
+}
+
+impl Watcher {
+    async fn next_event(&mut self) -> Event {
+        loop {
+            self.ticker.tick().await;
+            let key = self.cluster_key();
+            let refresh = self
+                .cluster_sent
+                .is_none_or(|sent| sent.elapsed() >= CLUSTER_REFRESH);
+            if refresh || self.cluster_key.as_ref() != Some(&key) {
+                self.cluster_key = Some(key);
+                self.cluster_sent = Some(Instant::now());
+                let body: ClusterStatus = status(&self.app).await;
+                return json_event("cluster", &body);
+            }
+            let clocks_due = self
+                .clocks_checked
+                .is_none_or(|checked| checked.elapsed() >= CLOCKS_CHECK_EVERY);
+            if clocks_due {
+                self.clocks_checked = Some(Instant::now());
+                if let Some((hash, body)) = self.clocks_if_changed() {
+                    self.clocks_hash = Some(hash);
+                    return json_event("clocks", &body);
+                }
+            }
+        }
+    }
+
+    fn cluster_key(&self) -> ClusterKey {
+        let metrics = self.app.replica.raft().metrics().borrow().clone();
+        ClusterKey {
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+            membership: format!("{:?}", metrics.membership_config.membership()),
+        }
+    }
+
+    /// The `clocks` event when the clocks differ from the last one sent.
+    fn clocks_if_changed(&self) -> Option<(u64, ClocksEvent)> {
+        let state = self.app.replica.state().read();
+        let registry = &state.registry;
+        let mut hasher = DefaultHasher::new();
+        for clock in registry.clocks() {
+            (&clock.id, clock.status).hash(&mut hasher);
+        }
+        let hash = hasher.finish();
+        if self.clocks_hash == Some(hash) {
+            return None;
+        }
+        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+        let mut listed: Vec<&Clock> = registry.clocks().collect();
+        let total = listed.len();
+        listed.sort_by(|a, b| (&a.name, a.schedule.as_str()).cmp(&(&b.name, b.schedule.as_str())));
+        let clocks = listed
+            .into_iter()
+            .take(MAX_LISTED)
+            .map(|clock| ClockSummary::of(clock, now_ms))
+            .collect();
+        Some((hash, ClocksEvent { total, clocks }))
+    }
+}
+
+fn json_event(kind: &str, body: &impl Serialize) -> Event {
+    match Event::default().event(kind).json_data(body) {
+        Ok(event) => event,
+        // Serializing these plain structs cannot fail; say so on the stream if it ever does.
+        Err(error) => Event::default()
+            .event("error")
+            .data(format!("could not encode the {kind} event: {error}")),
+    }
+}

@@ -1,0 +1,272 @@
+//! tickd's own dashboard in a real headless Chromium, against a real 3-node cluster: sign in,
+//! see the nodes and the leader, see clocks registered through the API appear without a
+//! reload, pause one and tick another from the page, and see a new leader after the leader is
+//! killed. Each test leaves screenshots under `target/screenshots/` for review.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tickd_tests::api::{self, clock_id, register};
+use tickd_tests::browser::Browser;
+use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
+
+/// How long the page may take to show what the cluster did (it checks every 250 ms for the
+/// cluster, every second for the clocks).
+const SHOWN_WITHIN: Duration = Duration::from_secs(10);
+/// How soon after the leader's death the page must show its successor.
+const NEW_LEADER_WITHIN: Duration = Duration::from_secs(3);
+const POLL: Duration = Duration::from_millis(100);
+
+/// The text of every element matching `selector`.
+async fn texts(browser: &Browser, selector: &str) -> Vec<String> {
+    let mut texts = Vec::new();
+    for element in browser.find_all(selector).await {
+        texts.push(browser.text(&element).await);
+    }
+    texts
+}
+
+/// The node the page marks as leader, if it marks one.
+async fn leader_on_page(browser: &Browser) -> Option<NodeId> {
+    let value = browser
+        .run("const row = document.querySelector('#nodes tr.leader'); return row ? row.dataset.node : null;")
+        .await;
+    value.as_str().and_then(|id| id.parse().ok())
+}
+
+/// Signs in on `node`'s page with the cluster's token.
+async fn sign_in(browser: &Browser, cluster: &TestCluster, node: NodeId) {
+    browser.goto(&format!("{}/", cluster.api_url(node))).await;
+    let field = eventually("the sign-in form", SHOWN_WITHIN, POLL, || async {
+        browser.find_all("#token").await.into_iter().next()
+    })
+    .await;
+    browser.type_into(&field, cluster.token()).await;
+    let submit = browser.find_all("#sign-in button[type=submit]").await;
+    browser
+        .click(&submit[0])
+        .await
+        .expect("click the sign-in button");
+}
+
+/// The row of the clock named `name` on the page.
+async fn clock_row_appears(browser: &Browser, name: &str) {
+    let selector = format!("#clocks tbody tr[data-name=\"{name}\"]");
+    eventually(
+        &format!("the clock {name} on the page"),
+        SHOWN_WITHIN,
+        POLL,
+        || async { browser.find_all(&selector).await.into_iter().next() },
+    )
+    .await;
+}
+
+async fn click_action(browser: &Browser, name: &str, action: &str) {
+    let selector =
+        format!("#clocks tbody tr[data-name=\"{name}\"] button[data-action=\"{action}\"]");
+    let button = eventually(
+        &format!("the {action} button of {name}"),
+        SHOWN_WITHIN,
+        POLL,
+        || async { browser.find_all(&selector).await.into_iter().next() },
+    )
+    .await;
+    browser
+        .click(&button)
+        .await
+        .unwrap_or_else(|error| panic!("click {action} of {name}: {error}"));
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
+    let page_node = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let browser = Browser::start().await;
+
+    // A wrong token is refused with a message, and nothing is shown.
+    browser
+        .goto(&format!("{}/", cluster.api_url(page_node)))
+        .await;
+    let field = eventually("the sign-in form", SHOWN_WITHIN, POLL, || async {
+        browser.find_all("#token").await.into_iter().next()
+    })
+    .await;
+    browser.type_into(&field, "not-the-token").await;
+    let submit = browser.find_all("#sign-in button[type=submit]").await;
+    browser.click(&submit[0]).await.expect("click sign in");
+    eventually("the refusal", SHOWN_WITHIN, POLL, || async {
+        texts(&browser, "#sign-in-error")
+            .await
+            .into_iter()
+            .find(|text| text.contains("not the cluster's access token"))
+    })
+    .await;
+
+    sign_in(&browser, &cluster, page_node).await;
+    let rows = eventually("three nodes on the page", SHOWN_WITHIN, POLL, || async {
+        let rows = texts(&browser, "#nodes tbody tr").await;
+        (rows.len() == 3).then_some(rows)
+    })
+    .await;
+    assert!(
+        rows.iter().any(|row| row.contains("Leader")),
+        "a leader row: {rows:?}"
+    );
+    let shown = eventually("the leader marked", SHOWN_WITHIN, POLL, || async {
+        leader_on_page(&browser).await
+    })
+    .await;
+    assert_eq!(shown, leader, "the page marks the cluster's leader");
+    assert!(
+        !browser.url().await.contains(cluster.token()),
+        "the token is never in the address"
+    );
+
+    // Clocks registered through the API appear without a reload.
+    let ticking = unique_name("dash-hourly");
+    let never = unique_name("dash-never");
+    let (status, _, _) = register(&cluster, leader, &ticking, "every.1.hours").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, never_clock) = register(&cluster, leader, &never, "@never").await;
+    assert_eq!(status, StatusCode::CREATED, "{never_clock}");
+    clock_row_appears(&browser, &ticking).await;
+    clock_row_appears(&browser, &never).await;
+    browser.screenshot("dashboard-clocks").await;
+
+    // Pause from the page; the API says PAUSED.
+    click_action(&browser, &ticking, "pause").await;
+    let clocks = eventually(
+        "the clock paused through the page",
+        SHOWN_WITHIN,
+        POLL,
+        || async {
+            let (status, _, list) = api::send(api::authed(
+                &cluster,
+                Method::GET,
+                page_node,
+                &format!("/api/v1/clocks?name={ticking}"),
+            ))
+            .await;
+            (status == StatusCode::OK && list[0]["status"] == "PAUSED").then_some(list)
+        },
+    )
+    .await;
+    assert_eq!(clocks.as_array().map(Vec::len), Some(1), "{clocks}");
+
+    // Tick the @never clock from the page; the tick arrives on its channel.
+    click_action(&browser, &never, "tick").await;
+    let poll_url = never_clock["channel"]["details"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an http channel: {never_clock}"))
+        .to_owned();
+    let ticks = eventually(
+        "the manual tick on the channel",
+        SHOWN_WITHIN,
+        POLL,
+        || async {
+            let (status, _, ticks) = api::pop(&cluster, &poll_url, None).await;
+            (status == StatusCode::OK && ticks.as_array().is_some_and(|t| !t.is_empty()))
+                .then_some(ticks)
+        },
+    )
+    .await;
+    let tick: &Value = &ticks[0];
+    assert_eq!(tick["name"], never.as_str(), "{ticks}");
+    assert!(
+        tick["tick_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with(&clock_id(&never_clock))),
+        "{ticks}"
+    );
+
+    // Kill the leader: the page shows its successor within 3 s.
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    let successor = eventually("a new leader on the page", SHOWN_WITHIN, POLL, || async {
+        leader_on_page(&browser)
+            .await
+            .filter(|shown| *shown != leader)
+    })
+    .await;
+    let took = killed_at.elapsed();
+    browser.screenshot("dashboard-failover").await;
+    assert!(
+        took <= NEW_LEADER_WITHIN,
+        "the page showed node {successor} leading {took:?} after the kill"
+    );
+    let changes = texts(&browser, "#leader-changes li").await;
+    assert!(
+        changes
+            .iter()
+            .any(|change| change.contains(&format!("node {successor} leads"))),
+        "the change is listed: {changes:?}"
+    );
+}
+
+#[tokio::test]
+async fn ticktoks_api_key_parameter_signs_in_and_leaves_the_address() {
+    let cluster = TestCluster::start(1).await;
+    let browser = Browser::start().await;
+    let url = format!("{}/?api_key={}", cluster.api_url(1), cluster.token());
+    browser.goto(&url).await;
+    eventually("one node on the page", SHOWN_WITHIN, POLL, || async {
+        (texts(&browser, "#nodes tbody tr").await.len() == 1).then_some(())
+    })
+    .await;
+    let address = browser.url().await;
+    assert!(
+        !address.contains("api_key") && !address.contains(cluster.token()),
+        "the token left the address: {address}"
+    );
+    browser.screenshot("dashboard-api-key").await;
+}
+
+#[tokio::test]
+async fn a_node_serves_at_most_32_event_streams_and_each_begins_with_the_cluster() {
+    let cluster = TestCluster::start(1).await;
+    let open = || {
+        cluster
+            .client()
+            .get(format!("{}/api/v1/events", cluster.api_url(1)))
+            .bearer_auth(cluster.token())
+            .send()
+    };
+    let mut streams = Vec::new();
+    for n in 0..32 {
+        let response = open()
+            .await
+            .unwrap_or_else(|error| panic!("stream {n}: {error}"));
+        assert_eq!(response.status(), StatusCode::OK, "stream {n}");
+        streams.push(response);
+    }
+    let refused = open().await.expect("the 33rd stream's answer");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key("retry-after"));
+    let first = streams[0]
+        .chunk()
+        .await
+        .expect("a first event")
+        .expect("a chunk");
+    let text = String::from_utf8_lossy(&first);
+    assert!(text.starts_with("event: cluster\n"), "{text}");
+    // A closed stream frees its slot.
+    streams.pop();
+    eventually("a freed slot", SHOWN_WITHIN, POLL, || async {
+        let response = open().await.ok()?;
+        (response.status() == StatusCode::OK).then_some(())
+    })
+    .await;
+    let without_token = cluster
+        .client()
+        .get(format!("{}/api/v1/events", cluster.api_url(1)))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(without_token.status(), StatusCode::FORBIDDEN);
+}
