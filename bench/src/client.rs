@@ -3,13 +3,19 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tickd_tests::pki::Pki;
 
-/// One HTTP client for every request of a run: a connection pool large enough for the widest
-/// load level, no proxy (loopback only), and a timeout well past the forwarding deadline.
-pub fn http_client() -> Result<reqwest::Client, String> {
-    tickd_tests::http::client_builder()
+/// One HTTP client for every request to a cluster: a connection pool large enough for the
+/// widest load level, no proxy (loopback only), and a timeout well past the forwarding
+/// deadline. For a cluster with TLS on, it trusts that cluster's CA (and only it).
+pub fn http_client(pki: Option<&Pki>) -> Result<reqwest::Client, String> {
+    let mut builder = tickd_tests::http::client_builder()
         .pool_max_idle_per_host(512)
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(30));
+    if let Some(pki) = pki {
+        builder = builder.tls_backend_preconfigured(pki.client_config(None));
+    }
+    builder
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }

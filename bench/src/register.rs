@@ -1,10 +1,10 @@
 //! Scenario 1: registrations through Raft, beside etcd puts of the same size.
 //!
-//! For each concurrency level, four loads run back to back so that machine noise hits both
-//! systems alike: tickd through its followers, tickd through its leader, etcd through its
-//! followers, etcd through its leader. Every tickd request registers a distinct clock (one
-//! replicated command, fsynced on a majority before the 201); every etcd request puts a
-//! distinct key whose value is as long as the registration's body.
+//! For each concurrency level and each target (the followers, then the leader), the loads run
+//! back to back so that machine noise hits every system alike: each tickd cluster in turn
+//! (plain HTTP, then HTTPS with mutual TLS between the nodes), then etcd. Every tickd request
+//! registers a distinct clock (one replicated command, fsynced on a majority before the 201);
+//! every etcd request puts a distinct key whose value is as long as the registration's body.
 
 use serde::Serialize;
 use tickd_tests::TestCluster;
@@ -27,10 +27,26 @@ pub enum Target {
     Leader,
 }
 
+/// A tickd cluster under load and the client that speaks to it (over TLS, for a cluster with
+/// TLS on).
+pub struct Tickd<'a> {
+    /// The row label: [`PLAIN`] or [`TLS`].
+    pub system: &'static str,
+    /// The cluster.
+    pub cluster: &'a TestCluster,
+    /// A client that trusts the cluster.
+    pub http: &'a reqwest::Client,
+}
+
+/// The label of the plain-HTTP cluster's rows.
+pub const PLAIN: &str = "tickd";
+/// The label of the rows of the cluster with TLS on its API and mutual TLS between its nodes.
+pub const TLS: &str = "tickd-tls";
+
 /// One row of the registration table.
 #[derive(Debug, Clone, Serialize)]
 pub struct RegisterRow {
-    /// `tickd` or `etcd`.
+    /// [`PLAIN`], [`TLS`] or `etcd`.
     pub system: &'static str,
     /// Which members the clients sent to.
     pub target: Target,
@@ -39,10 +55,11 @@ pub struct RegisterRow {
     pub load: LoadResult,
 }
 
-/// Runs every level against both clusters; `requests` per level and target.
+/// Runs every level against every cluster; `requests` per level and target. `http` is
+/// etcd's client.
 pub async fn run(
     http: &reqwest::Client,
-    tickd: &TestCluster,
+    tickds: &[Tickd<'_>],
     etcd: &EtcdCluster,
     levels: &[usize],
     requests: usize,
@@ -50,15 +67,18 @@ pub async fn run(
     let mut rows = Vec::new();
     for (round, &clients) in levels.iter().enumerate() {
         for target in [Target::Followers, Target::Leader] {
-            let urls = tickd_targets(tickd, target).await?;
-            let prefix = format!("bench-r{round}-{target:?}");
-            let load = tickd_load(http, tickd.token(), urls, prefix, clients, requests).await;
-            print_row("tickd", target, &load);
-            rows.push(RegisterRow {
-                system: "tickd",
-                target,
-                load,
-            });
+            for tickd in tickds {
+                let urls = tickd_targets(tickd.cluster, target).await?;
+                let prefix = format!("bench-r{round}-{target:?}");
+                let token = tickd.cluster.token();
+                let load = tickd_load(tickd.http, token, urls, prefix, clients, requests).await;
+                print_row(tickd.system, target, &load);
+                rows.push(RegisterRow {
+                    system: tickd.system,
+                    target,
+                    load,
+                });
+            }
 
             let urls = etcd_targets(http, etcd, target).await?;
             let load = etcd_load(
@@ -82,7 +102,7 @@ pub async fn run(
 
 fn print_row(system: &str, target: Target, load: &LoadResult) {
     println!(
-        "  {system:<5} {target:<9?} clients {:>3}: {:>7.0}/s  p50 {:>6.1} ms  p99 {:>6.1} ms  p99.9 {:>6.1} ms  failed {}",
+        "  {system:<9} {target:<9?} clients {:>3}: {:>7.0}/s  p50 {:>6.1} ms  p99 {:>6.1} ms  p99.9 {:>6.1} ms  failed {}",
         load.clients,
         load.per_s,
         load.latency.p50_ms,

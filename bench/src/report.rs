@@ -5,7 +5,7 @@ use serde::Serialize;
 use crate::failover::FailoverResult;
 use crate::footprint::FootprintResult;
 use crate::lateness::LatenessRow;
-use crate::register::{RegisterRow, Target};
+use crate::register::{self, RegisterRow, Target};
 use crate::stats::ratio;
 
 /// The clock count whose lateness is the headline figure.
@@ -26,6 +26,11 @@ pub struct Headline {
     pub etcd_put_per_s: Option<f64>,
     /// `register_per_s / etcd_put_per_s`.
     pub register_vs_etcd: Option<f64>,
+    /// The p99 of the same load on a cluster with HTTPS on its API and mutual TLS between its
+    /// nodes.
+    pub register_tls_p99_ms: Option<f64>,
+    /// `register_tls_p99_ms / register_p99_ms`: what TLS costs a registration.
+    pub register_tls_vs_plain_p99: Option<f64>,
     /// p99 tick lateness with 10 000 clocks, receipt minus `scheduled_at`.
     pub tick_lateness_p99_ms: Option<f64>,
     /// The bare ticker's p99 with the same clocks.
@@ -36,6 +41,10 @@ pub struct Headline {
     pub failover_p99_ms: Option<f64>,
     /// Instants not delivered across the failover scenario.
     pub failover_lost_ticks: Option<usize>,
+    /// `failover_p99_ms` on a cluster with TLS on.
+    pub failover_tls_p99_ms: Option<f64>,
+    /// `failover_lost_ticks` on a cluster with TLS on.
+    pub failover_tls_lost_ticks: Option<usize>,
     /// Largest node RSS with 100 000 active clocks, divided by the clock count.
     pub bytes_per_clock: Option<f64>,
 }
@@ -56,6 +65,8 @@ pub struct Report {
     pub lateness: Vec<LatenessRow>,
     /// The failover scenario.
     pub failover: Option<FailoverResult>,
+    /// The failover scenario on a cluster with TLS on.
+    pub failover_tls: Option<FailoverResult>,
     /// The footprint scenario.
     pub footprint: Option<FootprintResult>,
     /// Floors that did not hold.
@@ -88,11 +99,16 @@ impl Report {
             })
         };
         let mut headline = Headline::default();
-        if let (Some(tickd), Some(etcd)) = (at("tickd"), at("etcd")) {
+        if let (Some(tickd), Some(etcd)) = (at(register::PLAIN), at("etcd")) {
             headline.register_per_s = Some(tickd.load.per_s);
             headline.register_p99_ms = Some(tickd.load.latency.p99_ms);
             headline.etcd_put_per_s = Some(etcd.load.per_s);
             headline.register_vs_etcd = Some(ratio(tickd.load.per_s, etcd.load.per_s));
+        }
+        if let (Some(plain), Some(tls)) = (at(register::PLAIN), at(register::TLS)) {
+            headline.register_tls_p99_ms = Some(tls.load.latency.p99_ms);
+            headline.register_tls_vs_plain_p99 =
+                Some(ratio(tls.load.latency.p99_ms, plain.load.latency.p99_ms));
         }
         if let Some(row) = self
             .lateness
@@ -109,6 +125,10 @@ impl Report {
         if let Some(failover) = &self.failover {
             headline.failover_p99_ms = Some(failover.to_first_tick.p99_ms);
             headline.failover_lost_ticks = Some(failover.lost_ticks);
+        }
+        if let Some(failover) = &self.failover_tls {
+            headline.failover_tls_p99_ms = Some(failover.to_first_tick.p99_ms);
+            headline.failover_tls_lost_ticks = Some(failover.lost_ticks);
         }
         if let Some(footprint) = &self.footprint {
             headline.bytes_per_clock = Some(footprint.bytes_per_clock);
@@ -148,7 +168,7 @@ struct Floor {
 }
 
 /// The floors, one place for the table and the check.
-const FLOORS: [Floor; 7] = [
+const FLOORS: [Floor; 9] = [
     Floor {
         figure: "register_per_s",
         bound: 2_000.0,
@@ -180,6 +200,16 @@ const FLOORS: [Floor; 7] = [
         at_least: false,
     },
     Floor {
+        figure: "failover_tls_p99_ms",
+        bound: 2_000.0,
+        at_least: false,
+    },
+    Floor {
+        figure: "failover_tls_lost_ticks",
+        bound: 0.0,
+        at_least: false,
+    },
+    Floor {
         figure: "bytes_per_clock",
         bound: 1_024.0,
         at_least: false,
@@ -202,12 +232,14 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, Option<f64>); 10] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 14] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
             ("etcd_put_per_s", self.etcd_put_per_s),
             ("register_vs_etcd", self.register_vs_etcd),
+            ("register_tls_p99_ms", self.register_tls_p99_ms),
+            ("register_tls_vs_plain_p99", self.register_tls_vs_plain_p99),
             ("tick_lateness_p99_ms", self.tick_lateness_p99_ms),
             ("baseline_lateness_p99_ms", self.baseline_lateness_p99_ms),
             ("lateness_vs_baseline_p99", self.lateness_vs_baseline_p99),
@@ -215,6 +247,11 @@ impl Headline {
             (
                 "failover_lost_ticks",
                 self.failover_lost_ticks.map(|lost| lost as f64),
+            ),
+            ("failover_tls_p99_ms", self.failover_tls_p99_ms),
+            (
+                "failover_tls_lost_ticks",
+                self.failover_tls_lost_ticks.map(|lost| lost as f64),
             ),
             ("bytes_per_clock", self.bytes_per_clock),
         ]
