@@ -11,6 +11,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use crate::cluster::tickd_binary;
@@ -43,6 +44,10 @@ impl Release {
     /// When the commit is not in this repository (a shallow clone), the build under test has
     /// no `librocksdb.a` to share, or the build fails; each message says what to do.
     pub fn binary(&self) -> PathBuf {
+        // The tests of one binary run side by side: one of them extracts and builds, the
+        // others wait and find it built.
+        static BUILDING: Mutex<()> = Mutex::new(());
+        let _building = BUILDING.lock().unwrap_or_else(PoisonError::into_inner);
         // `tickd_binary` may say `target/debug/deps/../tickd`.
         let under_test = fs::canonicalize(tickd_binary())
             .unwrap_or_else(|error| panic!("resolve the path of the binary under test: {error}"));

@@ -165,7 +165,8 @@ struct Watcher {
 struct ClusterKey {
     leader: Option<u64>,
     term: u64,
-    membership: String,
+    /// Where the membership in force was written: a new one is a new entry.
+    membership: Option<openraft::LogId<tickd_raft::NodeId>>,
 }
 
 impl Watcher {
@@ -200,7 +201,7 @@ impl Watcher {
         ClusterKey {
             leader: metrics.current_leader,
             term: metrics.current_term,
-            membership: format!("{:?}", metrics.membership_config.membership()),
+            membership: *metrics.membership_config.log_id(),
         }
     }
 
