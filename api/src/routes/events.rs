@@ -13,6 +13,7 @@
 //! A stream costs its node one pass over the registry per check, so a node serves at most
 //! [`MAX_STREAMS`] at once; one more is answered 503 with `Retry-After`.
 
+use std::collections::BinaryHeap;
 use std::collections::hash_map::DefaultHasher;
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
@@ -218,15 +219,59 @@ impl Watcher {
             return None;
         }
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        let mut listed: Vec<&Clock> = registry.clocks().collect();
-        let total = listed.len();
-        listed.sort_by(|a, b| (&a.name, a.schedule.as_str()).cmp(&(&b.name, b.schedule.as_str())));
-        let clocks = listed
+        let clocks = first_by_name(registry.clocks(), MAX_LISTED)
             .into_iter()
-            .take(MAX_LISTED)
             .map(|clock| ClockSummary::of(clock, now_ms))
             .collect();
+        let total = registry.len();
         Some((hash, ClocksEvent { total, clocks }))
+    }
+}
+
+/// The first `limit` clocks by name, then schedule, in that order. One pass with a bounded
+/// heap: the caller holds the state's read lock, which apply waits for, for O(n log limit),
+/// not for a sort of every clock.
+fn first_by_name<'a>(clocks: impl Iterator<Item = &'a Clock>, limit: usize) -> Vec<&'a Clock> {
+    let mut first: BinaryHeap<ByName<'a>> = BinaryHeap::with_capacity(limit.saturating_add(1));
+    for clock in clocks {
+        first.push(ByName(clock));
+        if first.len() > limit {
+            first.pop();
+        }
+    }
+    first
+        .into_sorted_vec()
+        .into_iter()
+        .map(|ByName(clock)| clock)
+        .collect()
+}
+
+/// A clock ordered by name, then schedule: the order of a `clocks` event.
+struct ByName<'a>(&'a Clock);
+
+impl ByName<'_> {
+    fn key(&self) -> (&str, &str) {
+        (&self.0.name, self.0.schedule.as_str())
+    }
+}
+
+impl PartialEq for ByName<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for ByName<'_> {}
+
+impl PartialOrd for ByName<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByName<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
     }
 }
 
@@ -237,5 +282,47 @@ fn json_event(kind: &str, body: &impl Serialize) -> Event {
         Err(error) => Event::default()
             .event("error")
             .data(format!("could not encode the {kind} event: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tickd_domain::{ClockId, QueueId, Schedule};
+
+    use super::*;
+
+    fn clock(id: &str, name: &str, schedule: &str) -> Clock {
+        Clock {
+            id: ClockId::new(id.to_owned()),
+            name: name.to_owned(),
+            schedule: Schedule::parse(schedule).expect("a schedule"),
+            status: ClockStatus::Active,
+            channel: Channel::Http {
+                queue_id: QueueId::new(format!("queue-{id}")),
+            },
+        }
+    }
+
+    #[test]
+    fn the_first_clocks_by_name_then_schedule_are_kept_in_order() {
+        let clocks = [
+            clock("a", "mail", "every.5.seconds"),
+            clock("b", "backup", "@never"),
+            clock("c", "mail", "every.1.hours"),
+            clock("d", "zebra", "@never"),
+            clock("e", "audit", "@never"),
+        ];
+        let names = |limit| -> Vec<String> {
+            first_by_name(clocks.iter(), limit)
+                .iter()
+                .map(|clock| format!("{} {}", clock.name, clock.schedule.as_str()))
+                .collect()
+        };
+        assert_eq!(
+            names(3),
+            ["audit @never", "backup @never", "mail every.1.hours"]
+        );
+        assert_eq!(names(10).len(), 5);
+        assert!(names(0).is_empty());
     }
 }
