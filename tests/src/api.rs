@@ -227,14 +227,24 @@ pub async fn health(cluster: &TestCluster, node: NodeId) -> Reply {
 ///
 /// When the node does not answer 200 with a cluster view.
 pub async fn cluster_view(cluster: &TestCluster, node: NodeId) -> ClusterView {
+    let body = cluster_json(cluster, node).await;
+    serde_json::from_value(body.clone())
+        .unwrap_or_else(|error| panic!("node {node}: cluster view {body}: {error}"))
+}
+
+/// `GET /api/v1/cluster` as JSON, every field (versions, levels, clock offsets) included.
+///
+/// # Panics
+///
+/// When the node does not answer 200.
+pub async fn cluster_json(cluster: &TestCluster, node: NodeId) -> Value {
     let (status, _, body) = send(authed(cluster, Method::GET, node, CLUSTER_PATH)).await;
     assert_eq!(
         status,
         StatusCode::OK,
         "node {node}: GET {CLUSTER_PATH}: {body}"
     );
-    serde_json::from_value(body.clone())
-        .unwrap_or_else(|error| panic!("node {node}: cluster view {body}: {error}"))
+    body
 }
 
 /// The URL of a clock (`action: None`) or of one of its actions on a node;

@@ -1016,6 +1016,19 @@ impl TestCluster {
         .await
     }
 
+    /// Waits for an agreed leader and returns the lowest-numbered other member.
+    ///
+    /// # Panics
+    ///
+    /// When `timeout` passes without a leader, or the cluster has a single member.
+    pub async fn a_follower(&self, timeout: Duration) -> NodeId {
+        let leader = self.wait_for_leader(timeout).await;
+        self.node_ids()
+            .into_iter()
+            .find(|id| *id != leader)
+            .expect("a cluster of more than one node has a follower")
+    }
+
     /// Waits until [`leader`](Self::leader) returns a node other than `old`.
     ///
     /// # Panics

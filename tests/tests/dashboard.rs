@@ -35,14 +35,14 @@ async fn leader_on_page(browser: &Browser) -> Option<NodeId> {
     value.as_str().and_then(|id| id.parse().ok())
 }
 
-/// Signs in on `node`'s page with the cluster's token.
-async fn sign_in(browser: &Browser, cluster: &TestCluster, node: NodeId) {
+/// Opens `node`'s page and submits `token` in its sign-in form.
+async fn sign_in(browser: &Browser, cluster: &TestCluster, node: NodeId, token: &str) {
     browser.goto(&format!("{}/", cluster.api_url(node))).await;
     let field = eventually("the sign-in form", SHOWN_WITHIN, POLL, || async {
         browser.find_all("#token").await.into_iter().next()
     })
     .await;
-    browser.type_into(&field, cluster.token()).await;
+    browser.type_into(&field, token).await;
     let submit = browser.find_all("#sign-in button[type=submit]").await;
     browser
         .click(&submit[0])
@@ -90,16 +90,7 @@ async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser
     let browser = Browser::start().await;
 
     // A wrong token is refused with a message, and nothing is shown.
-    browser
-        .goto(&format!("{}/", cluster.api_url(page_node)))
-        .await;
-    let field = eventually("the sign-in form", SHOWN_WITHIN, POLL, || async {
-        browser.find_all("#token").await.into_iter().next()
-    })
-    .await;
-    browser.type_into(&field, "not-the-token").await;
-    let submit = browser.find_all("#sign-in button[type=submit]").await;
-    browser.click(&submit[0]).await.expect("click sign in");
+    sign_in(&browser, &cluster, page_node, "not-the-token").await;
     eventually("the refusal", SHOWN_WITHIN, POLL, || async {
         texts(&browser, "#sign-in-error")
             .await
@@ -108,7 +99,7 @@ async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser
     })
     .await;
 
-    sign_in(&browser, &cluster, page_node).await;
+    sign_in(&browser, &cluster, page_node, cluster.token()).await;
     let rows = eventually("three nodes on the page", SHOWN_WITHIN, POLL, || async {
         let rows = texts(&browser, "#nodes tbody tr").await;
         (rows.len() == 3).then_some(rows)

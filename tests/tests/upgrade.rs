@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tickd_tests::api::{self, BACKUP_PATH, CLUSTER_PATH};
+use tickd_tests::api::{self, BACKUP_PATH};
 use tickd_tests::chaos::scripted::under_fault;
 use tickd_tests::cluster::tickd_binary;
 use tickd_tests::rabbit::BROKER_URI;
@@ -41,13 +41,6 @@ async fn previous_release() -> PathBuf {
     tokio::task::spawn_blocking(|| V0_1_0.binary())
         .await
         .expect("the build of the previous release panicked")
-}
-
-/// `GET /api/v1/cluster` on `node`.
-async fn view(cluster: &TestCluster, node: NodeId) -> Value {
-    let (status, _, body) = api::send(api::authed(cluster, Method::GET, node, CLUSTER_PATH)).await;
-    assert_eq!(status, StatusCode::OK, "node {node}'s cluster view: {body}");
-    body
 }
 
 /// Stops `node` with SIGTERM, starts it again from `binary` on the same data, and waits until
@@ -79,16 +72,6 @@ fn versions(view: &Value) -> Vec<String> {
     members.into_iter().map(|(_, version)| version).collect()
 }
 
-/// A follower of the current leader.
-async fn a_follower(cluster: &TestCluster) -> NodeId {
-    let leader = cluster.wait_for_leader(STEP_TIMEOUT).await;
-    cluster
-        .node_ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a 3-node cluster has followers")
-}
-
 async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
     let old = previous_release().await;
     let new = tickd_binary();
@@ -104,7 +87,7 @@ async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
         .rabbit_uri(rabbit_uri)
         .start()
         .await;
-    let old_view = view(&cluster, 1).await;
+    let old_view = api::cluster_json(&cluster, 1).await;
     assert!(
         old_view.get("cluster_level").is_none(),
         "the cluster starts on v0.1.0, which knows no levels: {old_view}"
@@ -112,9 +95,9 @@ async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
 
     let verdict = under_fault(&cluster, seed, async {
         // A rolling downgrade while the level is 1: one node up to the new build and back.
-        let probe = a_follower(&cluster).await;
+        let probe = cluster.a_follower(STEP_TIMEOUT).await;
         replace(&cluster, probe, &new).await;
-        let mixed = view(&cluster, probe).await;
+        let mixed = api::cluster_json(&cluster, probe).await;
         assert_eq!(
             mixed["cluster_level"], 1,
             "a mixed cluster stays at 1: {mixed}"
@@ -141,7 +124,7 @@ async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
     verdict.assert_held("a rolling upgrade from v0.1.0");
 
     for node in cluster.node_ids() {
-        let seen = view(&cluster, node).await;
+        let seen = api::cluster_json(&cluster, node).await;
         assert_eq!(seen["cluster_level"], 2, "node {node}: {seen}");
         assert_eq!(
             versions(&seen),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use tickd_tests::api::{self, CLUSTER_PATH, HEALTH_PATH, register};
+use tickd_tests::api::{self, HEALTH_PATH, register};
 use tickd_tests::config::TEST_SECRET;
 use tickd_tests::{NodeId, TestCluster, unique_name};
 
@@ -16,12 +16,6 @@ const THIS_RELEASE: &str = env!("CARGO_PKG_VERSION");
 
 /// Generous for a loaded two-core machine: the leader checks the voters every 2 s.
 const SETTLE: Duration = Duration::from_secs(30);
-
-async fn view(cluster: &TestCluster, node: NodeId) -> Value {
-    let (status, _, body) = api::send(api::authed(cluster, Method::GET, node, CLUSTER_PATH)).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
-}
 
 /// The value of the unlabelled metric `name` on `node`, if it exports it.
 async fn metric(cluster: &TestCluster, node: NodeId, name: &str) -> Option<f64> {
@@ -38,7 +32,7 @@ async fn a_new_cluster_rises_to_this_binarys_level_and_every_node_says_its_relea
     let cluster = TestCluster::start(3).await;
     let deadline = Instant::now() + SETTLE;
     loop {
-        let seen = view(&cluster, 2).await;
+        let seen = api::cluster_json(&cluster, 2).await;
         if seen["cluster_level"] == 2 {
             break;
         }
@@ -53,7 +47,7 @@ async fn a_new_cluster_rises_to_this_binarys_level_and_every_node_says_its_relea
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     for node in cluster.node_ids() {
-        let seen = view(&cluster, node).await;
+        let seen = api::cluster_json(&cluster, node).await;
         let members = seen["nodes"].as_array().expect("nodes");
         assert_eq!(members.len(), 3, "{seen}");
         for member in members {
@@ -98,7 +92,7 @@ async fn an_entry_from_a_newer_binary_halts_the_follower_loudly() {
         .into_iter()
         .find(|id| *id != leader)
         .expect("a follower");
-    let seen = view(&cluster, leader).await;
+    let seen = api::cluster_json(&cluster, leader).await;
     let term = seen["term"].as_u64().expect("a term");
     let applied = seen["nodes"]
         .as_array()
@@ -150,7 +144,7 @@ async fn an_entry_from_a_newer_binary_halts_the_follower_loudly() {
     // The other two still make a majority, and the halted node shows as such in their view.
     let (status, _, body) = register(&cluster, leader, &unique_name("after-halt"), "@never").await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let seen = view(&cluster, leader).await;
+    let seen = api::cluster_json(&cluster, leader).await;
     let halted = seen["nodes"]
         .as_array()
         .and_then(|nodes| nodes.iter().find(|node| node["id"] == follower))
