@@ -30,8 +30,9 @@ impl Level {
     /// v0.1.0: registrations, pauses, resumes, manual ticks, intents, confirmations, pops,
     /// touches, purges, restores and batches of them.
     pub const V0_1: Level = Level(1);
-    /// This release: adds [`Command::SetLevel`], bounds a pop to [`MAX_POP_TICKS`], and
-    /// applies the bounds against hostile and stale commands ([`Level::bounds_commands`]).
+    /// This release: adds [`Command::SetLevel`], bounds a pop to [`MAX_POP_TICKS`],
+    /// applies the bounds against hostile and stale commands ([`Level::bounds_commands`]) and
+    /// keeps tick statistics ([`Level::keeps_tick_stats`]).
     pub const V0_2: Level = Level(2);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
@@ -43,6 +44,13 @@ impl Level {
     /// state its v0.1.0 peers reach from the same entry. (The API checks a backup before
     /// proposing it, at any level.)
     pub fn bounds_commands(self) -> bool {
+        self >= Level::V0_2
+    }
+
+    /// Whether apply keeps the tick statistics of [`crate::stats`]. v0.1.0 replicas keep none;
+    /// a cluster starts keeping them when every replica can, so that replicas hold the same
+    /// state.
+    pub fn keeps_tick_stats(self) -> bool {
         self >= Level::V0_2
     }
 
@@ -178,7 +186,10 @@ mod tests {
                 catch_up_ms: 0,
                 queue_limit: 1,
             }),
-            Command::Confirm { ticks: vec![] },
+            Command::Confirm {
+                ticks: vec![],
+                published_ms: vec![],
+            },
             Command::Pop {
                 queue: queue.clone(),
                 now_ms: 0,

@@ -18,6 +18,7 @@
 //! - [`Registry`] holds the clocks and applies [`Command`]s; applying any command returns,
 //!   with bounded work and bounded state (see the bounds in the `ticks` module and
 //!   [`RegistrySnapshot::validate_for_restore`] for restored backups).
+//! - [`stats`] keeps what became of each clock's ticks and the cluster's recent deliveries.
 //! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`.
 //! - [`Level`] says which command kinds a cluster's log may carry, so that a rolling upgrade
 //!   never hands a node a command its binary cannot decode.
@@ -57,6 +58,7 @@ mod pair_index;
 mod registry;
 mod restore;
 mod schedule;
+pub mod stats;
 mod ticks;
 
 pub use clock::{
@@ -71,6 +73,7 @@ pub use restore::RestoreError;
 pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
+pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket};
 pub use ticks::{
     Cursor, DEFAULT_QUEUE_LIMIT, Filed, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS,
     MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick, TickCounters, TickId,

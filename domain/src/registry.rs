@@ -82,6 +82,12 @@ pub enum Command {
     Confirm {
         /// The outbox keys (due instant, id) of the confirmed ticks.
         ticks: Vec<(u64, TickId)>,
+        /// For each of `ticks`, in the same order: the leader's clock when it handed the tick
+        /// to the broker, or `None` when the broker returned it (its queue is gone). For the
+        /// tick statistics; empty from a v0.1.0 leader, and ignored unless it has one entry
+        /// per tick.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        published_ms: Vec<Option<u64>>,
     },
     /// A poll of an http queue: remove and return the ticks due at `now_ms`.
     ///
@@ -325,17 +331,11 @@ impl Registry {
             Command::Pause { id, now_ms } => self.pause(&id, now_ms),
             Command::Resume { id, now_ms } => self.resume(level, &id, now_ms),
             Command::Tick { id, now_ms } => self.tick_now(level, &id, now_ms),
-            Command::Intend(intent) => Outcome::Filed(self.intend(&intent)),
-            Command::Confirm { ticks } => {
-                let before = self.ledger.outbox.len();
-                for key in ticks {
-                    self.ledger.outbox.remove(&key);
-                }
-                let count = before - self.ledger.outbox.len();
-                Outcome::Confirmed {
-                    count: u64::try_from(count).unwrap_or(u64::MAX),
-                }
-            }
+            Command::Intend(intent) => Outcome::Filed(self.intend(level, &intent)),
+            Command::Confirm {
+                ticks,
+                published_ms,
+            } => self.confirm(level, ticks, published_ms),
             Command::Pop {
                 queue,
                 now_ms,
@@ -349,7 +349,17 @@ impl Registry {
                         Some(clock) => {
                             let max = level.max_pop_ticks();
                             let ledger = &mut self.ledger;
-                            Outcome::Popped(ledger.pop_due(clock, &queue, now_ms, request, max))
+                            let retried = ledger
+                                .pop_replays
+                                .get(&queue)
+                                .is_some_and(|replay| replay.request == request);
+                            let popped = ledger.pop_due(clock, &queue, now_ms, request, max);
+                            if level.keeps_tick_stats() && !retried {
+                                for tick in &popped {
+                                    ledger.note_delivered(tick, now_ms);
+                                }
+                            }
+                            Outcome::Popped(popped)
                         }
                         None => Outcome::NotFound,
                     }
@@ -392,6 +402,30 @@ impl Registry {
                     .into(),
             },
         }
+    }
+
+    /// Removes the ticks the broker settled from the outbox; those it stored count as
+    /// delivered when they were published.
+    fn confirm(
+        &mut self,
+        level: Level,
+        ticks: Vec<(u64, TickId)>,
+        published_ms: Vec<Option<u64>>,
+    ) -> Outcome {
+        let published =
+            (level.keeps_tick_stats() && published_ms.len() == ticks.len()).then_some(published_ms);
+        let mut count = 0u64;
+        for (index, key) in ticks.into_iter().enumerate() {
+            let Some(tick) = self.ledger.outbox.remove(&key) else {
+                continue;
+            };
+            count = count.saturating_add(1);
+            let delivered_at = published.as_ref().and_then(|all| all.get(index).copied());
+            if let Some(Some(delivered_at_ms)) = delivered_at {
+                self.ledger.note_delivered(&tick, delivered_at_ms);
+            }
+        }
+        Outcome::Confirmed { count }
     }
 
     /// Replaces a registry without clocks by a backed-up one; see [`Command::Restore`].
@@ -437,6 +471,8 @@ impl Registry {
         // Manual tick ids stay unique across both histories.
         ledger.manual_sequence = ledger.manual_sequence.max(self.ledger.manual_sequence);
         ledger.counters.absorb(&self.ledger.counters);
+        // The series describes this cluster's last minutes, not the backed-up one's.
+        ledger.series = std::mem::take(&mut self.ledger.series);
         for cursor in ledger.cursors.values_mut() {
             cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
         }
@@ -539,10 +575,6 @@ impl Registry {
     /// no further ahead), so a command whose `now_ms` lies far behind the watermark files at
     /// most that window's instants, not every instant since `now_ms`.
     fn start_ticking(&mut self, level: Level, clock: &Clock, now_ms: u64) {
-        let cursor = Cursor {
-            ticks_from_ms: now_ms,
-            last_activity_ms: now_ms,
-        };
         let through = self.ledger.intended_through_ms;
         let (from, limit) = if level.bounds_commands() {
             let from = now_ms.max(through.saturating_sub(MAX_LOOKAHEAD_MS));
@@ -551,11 +583,34 @@ impl Registry {
             (now_ms, u64::MAX)
         };
         let covered: Vec<u64> = clock.schedule.instants_in(from, through).collect();
-        self.ledger.cursors.insert(clock.id.clone(), cursor);
+        // A resumed clock keeps its statistics.
+        let cursor = self
+            .ledger
+            .cursors
+            .entry(clock.id.clone())
+            .or_insert_with(|| Cursor::starting(now_ms));
+        cursor.ticks_from_ms = now_ms;
+        cursor.last_activity_ms = now_ms;
+        let mut dropped = 0u64;
         for instant in covered {
             let tick = scheduled_tick(clock, instant);
-            self.ledger.file(tick, destination(clock), limit);
+            let lost = self.ledger.file(tick, destination(clock), limit);
+            dropped = dropped.saturating_add(lost);
         }
+        self.note_dropped(level, &clock.id, dropped, now_ms);
+    }
+
+    /// Counts ticks a command dropped from a clock's full http queue.
+    fn note_dropped(&mut self, level: Level, clock: &ClockId, dropped: u64, at_ms: u64) {
+        if !level.keeps_tick_stats() || dropped == 0 {
+            return;
+        }
+        let missed = Filed {
+            dropped,
+            ..Filed::default()
+        };
+        self.ledger.note_missed(clock, &missed);
+        self.ledger.note_missed_at(at_ms, &missed);
     }
 
     fn pause(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
@@ -641,42 +696,51 @@ impl Registry {
         };
         // Manual ticks obey the http queue limit like scheduled ones: a queue over it drops its
         // oldest tick, so a burst of manual ticks on a paused clock cannot grow it unbounded.
-        self.ledger.file(tick, destination(&clock), limit);
+        let dropped = self.ledger.file(tick, destination(&clock), limit);
+        self.note_dropped(level, &clock.id, dropped, now_ms);
         Outcome::Updated(clock)
     }
 
     /// Files every scheduled tick of every active clock due up to the intent's end, within
     /// the intent's bounds ([`Intent::bounded`]).
-    fn intend(&mut self, intent: &Intent) -> Filed {
+    fn intend(&mut self, level: Level, intent: &Intent) -> Filed {
         let intent = &intent.bounded();
         self.ledger.queue_limit = intent.queue_limit;
         let mut filed = Filed::default();
         if intent.through_ms <= self.ledger.intended_through_ms {
             return filed;
         }
+        let keeps_stats = level.keeps_tick_stats();
         let active = self
             .clocks
             .values()
             .filter(|clock| clock.status == ClockStatus::Active);
-        let mut due = Vec::new();
         for clock in active {
             let Some(cursor) = self.ledger.cursors.get(&clock.id) else {
                 continue;
             };
             let (instants, coalesced) = self.ledger.due_instants(&clock.schedule, cursor, intent);
-            filed.coalesced = filed.coalesced.saturating_add(coalesced);
-            due.extend(instants.into_iter().map(|instant| (clock, instant)));
-        }
-        for (clock, instant) in due {
-            filed.ticks = filed.ticks.saturating_add(1);
-            if instant < intent.now_ms {
-                filed.late = filed.late.saturating_add(1);
+            let mut missed = Filed {
+                coalesced,
+                ..Filed::default()
+            };
+            for instant in instants {
+                filed.ticks = filed.ticks.saturating_add(1);
+                if instant < intent.now_ms {
+                    missed.late = missed.late.saturating_add(1);
+                }
+                let tick = scheduled_tick(clock, instant);
+                let dropped = self
+                    .ledger
+                    .file(tick, destination(clock), intent.queue_limit);
+                missed.dropped = missed.dropped.saturating_add(dropped);
             }
-            let tick = scheduled_tick(clock, instant);
-            let dropped = self
-                .ledger
-                .file(tick, destination(clock), intent.queue_limit);
-            filed.dropped = filed.dropped.saturating_add(dropped);
+            if keeps_stats {
+                self.ledger.note_missed(&clock.id, &missed);
+            }
+            filed.late = filed.late.saturating_add(missed.late);
+            filed.coalesced = filed.coalesced.saturating_add(missed.coalesced);
+            filed.dropped = filed.dropped.saturating_add(missed.dropped);
         }
         self.ledger.intended_through_ms = intent.through_ms;
         let counters = &mut self.ledger.counters;
@@ -685,7 +749,18 @@ impl Registry {
         let coalesced = self
             .ledger
             .coalesce_outbox(intent.now_ms.saturating_sub(intent.catch_up_ms));
-        filed.coalesced = filed.coalesced.saturating_add(coalesced);
+        let count = u64::try_from(coalesced.len()).unwrap_or(u64::MAX);
+        filed.coalesced = filed.coalesced.saturating_add(count);
+        if keeps_stats {
+            let one = Filed {
+                coalesced: 1,
+                ..Filed::default()
+            };
+            for clock in &coalesced {
+                self.ledger.note_missed(clock, &one);
+            }
+            self.ledger.note_missed_at(intent.now_ms, &filed);
+        }
         filed
     }
 
@@ -849,6 +924,7 @@ impl From<Registry> for RegistrySnapshot {
 mod tests {
     use super::*;
     use crate::clock::QueueId;
+    use crate::stats::{ClockStats, Delivery, SeriesBucket};
     use crate::ticks::{Filed, Intent, TickCounters, TickId, TickLedger};
 
     /// A generous limit for tests that are not about the limit.
@@ -1368,6 +1444,7 @@ mod tests {
         );
         let confirmed = registry.apply(Command::Confirm {
             ticks: vec![(1_000, TickId::scheduled(&id("ra"), 1_000))],
+            published_ms: Vec::new(),
         });
         assert_eq!(confirmed, Outcome::Confirmed { count: 1 });
         assert_eq!(outbox_ids(&registry), ["ra-2000", "rb-2000"]);
@@ -1737,6 +1814,158 @@ mod tests {
         );
     }
 
+    /// The scenario of `intents_count_what_they_filed_late_coalesced_and_dropped` at `level`,
+    /// then a pop of the http clock (retried once), a confirmation of two of the RabbitMQ
+    /// clock's ticks (one stored, one returned), and a pause and resume of the http clock.
+    fn outage_then_deliveries(level: Level) -> (Registry, Clock) {
+        let mut registry = Registry::new();
+        registry.apply_at(level, rabbit("r", "every.10.seconds", "ra", 0));
+        let Outcome::Registered { clock: http, .. } =
+            registry.apply_at(level, register("h", "every.10.seconds", "hc", NO_LIMIT))
+        else {
+            panic!("an http clock");
+        };
+        registry.apply_at(level, intent_keeping_three(100_500, 100_000));
+        registry.apply_at(level, intent_keeping_three(160_500, 160_000));
+        let Channel::Http { queue_id } = http.channel.clone() else {
+            panic!("an http clock");
+        };
+        let pop = || Command::Pop {
+            queue: queue_id.clone(),
+            now_ms: 165_000,
+            request: "p1".into(),
+        };
+        registry.apply_at(level, pop());
+        registry.apply_at(level, pop());
+        let key = |at: u64| (at, TickId::scheduled(&id("ra"), at));
+        registry.apply_at(
+            level,
+            Command::Confirm {
+                ticks: vec![key(90_000), key(100_000)],
+                published_ms: vec![Some(165_000), None],
+            },
+        );
+        for command in [
+            Command::Pause {
+                id: id("hc"),
+                now_ms: 166_000,
+            },
+            Command::Resume {
+                id: id("hc"),
+                now_ms: 167_000,
+            },
+        ] {
+            registry.apply_at(level, command);
+        }
+        (registry, http)
+    }
+
+    fn stats_of(registry: &Registry, clock: &str) -> ClockStats {
+        registry
+            .ledger()
+            .cursors
+            .get(&id(clock))
+            .map(|cursor| cursor.stats)
+            .unwrap_or_else(|| panic!("clock {clock} has a cursor"))
+    }
+
+    #[test]
+    fn tick_statistics_count_each_clocks_deliveries_and_missed_ticks() {
+        let (registry, _) = outage_then_deliveries(Level::V0_2);
+        // The RabbitMQ clock: 12 late (7 + 5), 2 coalesced by the first intent and 6 in the
+        // outbox by the second; of the two settled ticks only the stored one is delivered,
+        // published 75 s after its instant.
+        let rabbit = stats_of(&registry, "ra");
+        assert_eq!(
+            (
+                rabbit.delivered,
+                rabbit.late,
+                rabbit.coalesced,
+                rabbit.dropped
+            ),
+            (1, 12, 8, 0)
+        );
+        assert_eq!(
+            rabbit.last,
+            Some(Delivery {
+                due_at_ms: 90_000,
+                delivered_at_ms: 165_000,
+                manual: false,
+            })
+        );
+        // The http clock: the pop returned its three ticks (the retry counts nothing), 25, 15
+        // and 5 s late; its queue dropped 5 then 6; pause and resume kept the figures.
+        let http = stats_of(&registry, "hc");
+        assert_eq!(
+            (http.delivered, http.late, http.coalesced, http.dropped),
+            (3, 12, 2, 11)
+        );
+        assert_eq!(
+            http.recent.iter().collect::<Vec<_>>(),
+            vec![25_000, 15_000, 5_000]
+        );
+        assert_eq!(http.last.map(|last| last.lateness_ms()), Some(5_000));
+        // The series: one window per intent, and the deliveries in the second.
+        let windows: Vec<SeriesBucket> = registry.ledger().series.buckets().copied().collect();
+        assert_eq!(
+            windows,
+            vec![
+                SeriesBucket {
+                    start_ms: 100_000,
+                    late: 14,
+                    coalesced: 4,
+                    dropped: 5,
+                    ..SeriesBucket::default()
+                },
+                SeriesBucket {
+                    start_ms: 160_000,
+                    delivered: 4,
+                    lateness_sum_ms: 120_000,
+                    lateness_max_ms: 75_000,
+                    late: 10,
+                    coalesced: 6,
+                    dropped: 6,
+                },
+            ]
+        );
+        // The figures travel in the snapshot.
+        let reloaded = Registry::try_from(RegistrySnapshot::from(registry.clone()));
+        assert_eq!(reloaded.as_ref(), Ok(&registry));
+    }
+
+    #[test]
+    fn at_level_1_no_tick_statistics_are_kept() {
+        let (registry, _) = outage_then_deliveries(Level::V0_1);
+        assert!(stats_of(&registry, "ra").is_empty());
+        assert!(stats_of(&registry, "hc").is_empty());
+        assert_eq!(registry.ledger().series.buckets().count(), 0);
+    }
+
+    #[test]
+    fn a_purged_clock_takes_its_statistics_and_a_restore_keeps_the_series() {
+        let (mut registry, _) = outage_then_deliveries(Level::V0_2);
+        let backup = RegistrySnapshot::from(registry.clone());
+        registry.apply(Command::Purge {
+            clocks: vec![id("ra"), id("hc")],
+        });
+        assert!(registry.ledger().cursors.is_empty());
+        let series_before: Vec<SeriesBucket> =
+            registry.ledger().series.buckets().copied().collect();
+        let mut restored = Registry::new();
+        restored.apply(restore(backup, 170_000));
+        assert_eq!(
+            stats_of(&restored, "hc").delivered,
+            3,
+            "a clock's history is restored"
+        );
+        assert_eq!(
+            restored.ledger().series.buckets().count(),
+            0,
+            "the restoring cluster's own (empty) series is kept"
+        );
+        assert_eq!(series_before.len(), 2);
+    }
+
     #[test]
     fn pause_keeps_the_tick_due_at_its_own_instant() {
         let mut registry = Registry::new();
@@ -1758,6 +1987,7 @@ mod tests {
         let key = |at: u64| (at, TickId::scheduled(&id("ra"), at));
         let confirmed = registry.apply(Command::Confirm {
             ticks: vec![key(1_000), key(2_000), key(2_000), key(9_000)],
+            published_ms: Vec::new(),
         });
         assert_eq!(confirmed, Outcome::Confirmed { count: 2 });
         assert_eq!(outbox_ids(&registry), ["ra-3000"]);
@@ -1872,7 +2102,13 @@ mod tests {
                 "tick",
             ),
             (intent(0, 0), "intend"),
-            (Command::Confirm { ticks: Vec::new() }, "confirm"),
+            (
+                Command::Confirm {
+                    ticks: Vec::new(),
+                    published_ms: Vec::new(),
+                },
+                "confirm",
+            ),
             (
                 Command::Pop {
                     queue: queue.clone(),
@@ -2047,7 +2283,10 @@ mod tests {
             .find(|(_, tick)| tick.clock == id("ra"))
             .map(|(key, _)| key.clone())
             .expect("a waiting manual tick");
-        registry.apply(Command::Confirm { ticks: vec![first] });
+        registry.apply(Command::Confirm {
+            ticks: vec![first],
+            published_ms: Vec::new(),
+        });
         assert!(matches!(tick(&mut registry, "ra", 5), Outcome::Updated(_)));
     }
 

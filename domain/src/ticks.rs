@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, ClockId, QueueId};
 use crate::schedule::Schedule;
+use crate::stats::{ClockStats, Delivery, DeliverySeries};
 
 /// The furthest past its own `now_ms` an intent reaches; a later `through_ms` is clamped to
 /// it. The leader intends 600 ms ahead (`engine::decisions::LOOKAHEAD`); the rest is margin
@@ -261,6 +262,20 @@ pub struct Cursor {
     pub ticks_from_ms: u64,
     /// The last time a consumer showed interest (registration, a poll, a resume).
     pub last_activity_ms: u64,
+    /// What became of the clock's ticks (absent from snapshots of v0.1.0, and while empty).
+    #[serde(default, skip_serializing_if = "ClockStats::is_empty")]
+    pub stats: ClockStats,
+}
+
+impl Cursor {
+    /// The cursor of a clock that starts ticking after `now_ms`.
+    pub fn starting(now_ms: u64) -> Self {
+        Cursor {
+            ticks_from_ms: now_ms,
+            last_activity_ms: now_ms,
+            stats: ClockStats::default(),
+        }
+    }
 }
 
 /// What a pop's replay record keeps of each tick it returned: enough to rebuild the tick
@@ -325,6 +340,8 @@ pub struct TickLedger {
     /// The queue limit of the latest intent (`http_queue_limit`): manual ticks filed between
     /// two intents obey it too.
     pub queue_limit: u64,
+    /// The cluster's deliveries over the last minutes (from level 2; see [`crate::stats`]).
+    pub series: DeliverySeries,
 }
 
 impl Default for TickLedger {
@@ -338,6 +355,7 @@ impl Default for TickLedger {
             manual_sequence: 0,
             counters: TickCounters::default(),
             queue_limit: DEFAULT_QUEUE_LIMIT,
+            series: DeliverySeries::default(),
         }
     }
 }
@@ -478,8 +496,8 @@ impl TickLedger {
     /// older than `cutoff_ms` (the catch-up window), only the newest stays; the others are
     /// coalesced into it, as missed ticks are at intent time (SPEC §7). So a broker outage of
     /// any length leaves at most catch-up / interval + 1 scheduled ticks per clock waiting.
-    /// Returns how many were coalesced. Manual ticks are never coalesced.
-    pub fn coalesce_outbox(&mut self, cutoff_ms: u64) -> u64 {
+    /// Returns the clock of each tick coalesced away. Manual ticks are never coalesced.
+    pub fn coalesce_outbox(&mut self, cutoff_ms: u64) -> Vec<ClockId> {
         let mut newest: BTreeMap<ClockId, (u64, TickId)> = BTreeMap::new();
         let mut older = Vec::new();
         let overdue = self.outbox.range(..(cutoff_ms, TickId(String::new())));
@@ -489,12 +507,51 @@ impl TickLedger {
                 older.push(previous);
             }
         }
-        for key in &older {
-            self.outbox.remove(key);
-        }
-        let coalesced = u64::try_from(older.len()).unwrap_or(u64::MAX);
-        self.counters.coalesced = self.counters.coalesced.saturating_add(coalesced);
+        let coalesced: Vec<ClockId> = older
+            .iter()
+            .filter_map(|key| self.outbox.remove(key))
+            .map(|tick| tick.clock)
+            .collect();
+        let count = u64::try_from(coalesced.len()).unwrap_or(u64::MAX);
+        self.counters.coalesced = self.counters.coalesced.saturating_add(count);
         coalesced
+    }
+
+    /// Records a delivered tick in its clock's statistics and in the series: handed to the
+    /// broker or popped at `delivered_at_ms`.
+    pub fn note_delivered(&mut self, tick: &Tick, delivered_at_ms: u64) {
+        let delivery = Delivery {
+            due_at_ms: tick.due_at_ms,
+            delivered_at_ms,
+            manual: tick.manual,
+        };
+        if let Some(cursor) = self.cursors.get_mut(&tick.clock) {
+            cursor.stats.delivered(delivery);
+        }
+        self.series
+            .delivered(delivered_at_ms, delivery.lateness_ms());
+    }
+
+    /// Adds to a clock's counts of late, coalesced and dropped ticks.
+    pub fn note_missed(&mut self, clock: &ClockId, missed: &Filed) {
+        if let Some(cursor) = self.cursors.get_mut(clock) {
+            let stats = &mut cursor.stats;
+            stats.late = stats.late.saturating_add(missed.late);
+            stats.coalesced = stats.coalesced.saturating_add(missed.coalesced);
+            stats.dropped = stats.dropped.saturating_add(missed.dropped);
+        }
+    }
+
+    /// Adds a command's late, coalesced and dropped ticks to the series' window of `at_ms`.
+    pub fn note_missed_at(&mut self, at_ms: u64, missed: &Filed) {
+        if missed.late == 0 && missed.coalesced == 0 && missed.dropped == 0 {
+            return;
+        }
+        if let Some(bucket) = self.series.at(at_ms) {
+            bucket.late = bucket.late.saturating_add(missed.late);
+            bucket.coalesced = bucket.coalesced.saturating_add(missed.coalesced);
+            bucket.dropped = bucket.dropped.saturating_add(missed.dropped);
+        }
     }
 
     /// Forgets everything about purged clocks and their http queues, in one pass over the
@@ -594,19 +651,13 @@ mod tests {
             intended_through_ms: 10_000,
             ..TickLedger::default()
         };
-        let cursor = Cursor {
-            ticks_from_ms: 0,
-            last_activity_ms: 0,
-        };
+        let cursor = Cursor::starting(0);
         let every_second = schedule("every.1.seconds");
         let (instants, coalesced) =
             ledger.due_instants(&every_second, &cursor, &intent(12_500, 12_000));
         assert_eq!((instants, coalesced), (vec![11_000, 12_000], 0));
         // A clock registered at 11 500 starts after it.
-        let young = Cursor {
-            ticks_from_ms: 11_500,
-            last_activity_ms: 11_500,
-        };
+        let young = Cursor::starting(11_500);
         assert_eq!(
             ledger
                 .due_instants(&every_second, &young, &intent(12_500, 12_000))
@@ -627,10 +678,7 @@ mod tests {
             intended_through_ms: 0,
             ..TickLedger::default()
         };
-        let cursor = Cursor {
-            ticks_from_ms: 0,
-            last_activity_ms: 0,
-        };
+        let cursor = Cursor::starting(0);
         // Down from 0 to 100 s, window 60 s: instants 1..=39 s are older than the cutoff (40 s);
         // 39 s stands for them all, 40..=100 s are delivered one by one.
         let (instants, coalesced) = ledger.due_instants(
@@ -669,11 +717,11 @@ mod tests {
         }
         ledger.file(tick(&b, 2_500, false), Destination::Outbox, 1);
         ledger.file(tick(&a, 1_500, true), Destination::Outbox, 1);
-        assert_eq!(ledger.coalesce_outbox(10_000), 2);
+        assert_eq!(ledger.coalesce_outbox(10_000).len(), 2);
         let left: Vec<&str> = ledger.outbox.values().map(|t| t.id.as_str()).collect();
         assert_eq!(left, ["a-m1500", "b-2500", "a-3000", "a-70000"]);
         assert_eq!(ledger.counters.coalesced, 2);
-        assert_eq!(ledger.coalesce_outbox(10_000), 0, "idempotent");
+        assert_eq!(ledger.coalesce_outbox(10_000).len(), 0, "idempotent");
     }
 
     /// An http clock on queue `q`, for the pop tests.

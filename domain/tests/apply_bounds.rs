@@ -139,12 +139,17 @@ fn plain_command() -> impl Strategy<Value = Command> {
         1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Resume { id, now_ms }),
         6 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Tick { id, now_ms }),
         2 => intent().prop_map(Command::Intend),
-        1 => vec((instant(), clock_id(), instant()), 0..3).prop_map(|keys| Command::Confirm {
-            ticks: keys
-                .into_iter()
-                .map(|(due, clock, at)| (due, TickId::scheduled(&clock, at)))
-                .collect(),
-        }),
+        1 => (
+            vec((instant(), clock_id(), instant()), 0..3),
+            vec(proptest::option::of(instant()), 0..3)
+        )
+            .prop_map(|(keys, published_ms)| Command::Confirm {
+                ticks: keys
+                    .into_iter()
+                    .map(|(due, clock, at)| (due, TickId::scheduled(&clock, at)))
+                    .collect(),
+                published_ms,
+            }),
         2 => (queue_id(), instant(), prop_oneof![Just("r0"), Just("r1")]).prop_map(
             |(queue, now_ms, request)| Command::Pop {
                 queue,

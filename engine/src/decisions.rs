@@ -73,8 +73,14 @@ impl Now {
 /// What the broker said about one published tick.
 #[derive(Debug)]
 pub enum Settled {
-    /// Stored in the clock's queue, confirmed this long after the publish.
-    Delivered(Duration),
+    /// Stored in the clock's queue.
+    Delivered {
+        /// The leader's clock when it handed the tick to the broker: the tick's delivery, in
+        /// its clock's statistics.
+        published_ms: u64,
+        /// How long after the publish the broker confirmed it.
+        after: Duration,
+    },
     /// Returned: the clock's queue no longer exists.
     Unroutable(ClockId),
     /// Refused (a nack) or the confirmation was lost.
@@ -107,8 +113,9 @@ pub struct Decisions {
     in_flight: HashSet<OutboxKey>,
     /// Clocks whose queue the broker reported missing: nobody consumed them for the TTL.
     abandoned: BTreeSet<ClockId>,
-    /// Settled ticks waiting for the next `Confirm` command.
-    confirmed: Vec<OutboxKey>,
+    /// Settled ticks waiting for the next `Confirm` command, with their publish instant
+    /// (`None` for a tick nobody received).
+    confirmed: Vec<(OutboxKey, Option<u64>)>,
     /// Outbox ticks that were already due when this leader took over: the previous leader may
     /// have published them without its confirmation being committed. Ticks filed ahead of
     /// their instant are not here: no leader publishes a tick before its instant.
@@ -215,7 +222,7 @@ impl Decisions {
                 }),
                 // Only RabbitMQ clocks file ticks in the outbox, and removing a clock removes
                 // its ticks; should one outlive its clock anyway, nobody can receive it.
-                _ => self.confirmed.push(key.clone()),
+                _ => self.confirmed.push((key.clone(), None)),
             }
         }
         outgoing
@@ -239,13 +246,13 @@ impl Decisions {
     /// Records what the broker said about one tick; true if it must be published again.
     pub fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
         match settled {
-            Settled::Delivered(_) => {
-                self.confirmed.push(key);
+            Settled::Delivered { published_ms, .. } => {
+                self.confirmed.push((key, Some(published_ms)));
                 false
             }
             Settled::Unroutable(clock) => {
                 // Nobody can receive it: the tick is done, and the clock is abandoned.
-                self.confirmed.push(key);
+                self.confirmed.push((key, None));
                 self.abandoned.insert(clock);
                 false
             }
@@ -256,9 +263,10 @@ impl Decisions {
         }
     }
 
-    /// The ticks to remove from the outbox in one `Confirm` command, if any. Ticks that have
-    /// left the outbox are forgotten: they are settled for good.
-    pub fn confirms(&mut self, registry: &Registry) -> Option<Vec<OutboxKey>> {
+    /// The ticks to remove from the outbox in one `Confirm` command, if any, each with its
+    /// publish instant (`None` if nobody received it). Ticks that have left the outbox are
+    /// forgotten: they are settled for good.
+    pub fn confirms(&mut self, registry: &Registry) -> Option<Vec<(OutboxKey, Option<u64>)>> {
         let outbox = &registry.ledger().outbox;
         self.in_flight.retain(|key| outbox.contains_key(key));
         (!self.confirmed.is_empty()).then(|| std::mem::take(&mut self.confirmed))
@@ -532,11 +540,27 @@ mod tests {
             let settled = if tick.tick.clock == gone {
                 Settled::Unroutable(gone.clone())
             } else {
-                Settled::Delivered(MS)
+                Settled::Delivered {
+                    published_ms: instant.wall_ms,
+                    after: MS,
+                }
             };
             assert!(!decisions.settle(tick.key.clone(), settled));
         }
-        assert_eq!(decisions.confirms(&registry), Some(keys(&outgoing)));
+        let published = |key: &OutboxKey| {
+            let delivered = outgoing
+                .iter()
+                .any(|o| &o.key == key && o.tick.clock != gone);
+            delivered.then_some(instant.wall_ms)
+        };
+        let expected = keys(&outgoing)
+            .into_iter()
+            .map(|key| {
+                let at = published(&key);
+                (key, at)
+            })
+            .collect();
+        assert_eq!(decisions.confirms(&registry), Some(expected));
         assert_eq!(
             decisions.confirms(&registry),
             None,

@@ -228,7 +228,7 @@ impl<'a> Duties<'a> {
 
     fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
         match &settled {
-            Settled::Delivered(after) => telemetry::record_delivered(*after),
+            Settled::Delivered { after, .. } => telemetry::record_delivered(*after),
             Settled::Unroutable(_) => telemetry::record_unroutable(),
             Settled::Failed(reason) => {
                 telemetry::record_publish_failure();
@@ -331,12 +331,14 @@ impl<'a> Duties<'a> {
                 redelivery,
             );
             let clock = tick.clock;
+            let published_ms = at.wall_ms;
             confirming.push(Box::pin(
                 async move {
                     let settled = match confirmation.await {
-                        Ok(lapin::Confirmation::Ack(None)) => {
-                            Settled::Delivered(published_at.elapsed())
-                        }
+                        Ok(lapin::Confirmation::Ack(None)) => Settled::Delivered {
+                            published_ms,
+                            after: published_at.elapsed(),
+                        },
                         Ok(lapin::Confirmation::Ack(Some(_))) => Settled::Unroutable(clock),
                         Ok(other) => Settled::Failed(format!("{other:?}")),
                         Err(error) => Settled::Failed(error.to_string()),
@@ -350,15 +352,20 @@ impl<'a> Duties<'a> {
     }
 
     fn propose_confirms(&mut self) {
-        let Some(ticks) = self.read(Decisions::confirms) else {
+        let Some(confirmed) = self.read(Decisions::confirms) else {
             return;
         };
+        let (ticks, published_ms): (Vec<_>, Vec<_>) = confirmed.into_iter().unzip();
         let raft = self.raft.clone();
         // The last step of a tick: the entry that takes it out of the outbox for good.
         let span = tracing::debug_span!("ack", ticks = ticks.len(), index = field::Empty);
         tokio::spawn(
             async move {
-                match raft.client_write(Command::Confirm { ticks }).await {
+                let confirm = Command::Confirm {
+                    ticks,
+                    published_ms,
+                };
+                match raft.client_write(confirm).await {
                     Ok(written) => {
                         Span::current().record("index", written.log_id.index);
                         tracing::debug!("confirmed ticks left the outbox");

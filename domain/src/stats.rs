@@ -1,0 +1,366 @@
+//! Tick statistics: what became of each clock's ticks (delivered, filed late, coalesced,
+//! dropped; the last delivery and how late the recent ones were), and the cluster's deliveries
+//! over the last minutes. The dashboard shows them; scripts read them from the API.
+//!
+//! They are part of the replicated state, kept by apply from what the commands carry: a pop
+//! names its queue and its instant, a confirmation names the ticks and when the leader handed
+//! each to the broker, an intent knows which of its ticks are late or coalesced. So every node
+//! answers the same, and the figures survive failovers and restarts. Their size is fixed
+//! whatever the traffic: one [`ClockStats`] per clock (counters, one [`Delivery`] and the last
+//! [`RECENT_TICKS`] latenesses, about 100 bytes) and one [`DeliverySeries`] of
+//! [`SERIES_BUCKETS`] buckets for the whole cluster.
+//!
+//! A tick's lateness is the time from its instant to its delivery: for a RabbitMQ clock, to
+//! the leader handing it to the broker; for an http clock, to the pop that returned it (a
+//! poller that polls every minute sees up to a minute of lateness, which is its own).
+//!
+//! Kept from cluster level 2 ([`crate::Level::keeps_tick_stats`]): v0.1.0 replicas keep none,
+//! and replicas of one cluster keep the same state.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+/// How many of a clock's latest latenesses its statistics keep.
+pub const RECENT_TICKS: usize = 8;
+
+/// The width of one bucket of the cluster's [`DeliverySeries`]: 10 seconds.
+pub const SERIES_BUCKET_MS: u64 = 10_000;
+
+/// How many buckets the series keeps: 90 of 10 seconds, the last 15 minutes.
+pub const SERIES_BUCKETS: usize = 90;
+
+/// One delivered tick, as a clock's statistics remember its last one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The tick's instant (its `scheduled_at`), in milliseconds since the epoch.
+    pub due_at_ms: u64,
+    /// When it was delivered: handed to the broker, or returned by a pop.
+    pub delivered_at_ms: u64,
+    /// Whether it was a manual tick.
+    pub manual: bool,
+}
+
+impl Delivery {
+    /// How long after its instant the tick was delivered.
+    pub fn lateness_ms(&self) -> u64 {
+        self.delivered_at_ms.saturating_sub(self.due_at_ms)
+    }
+}
+
+/// The latenesses of a clock's last [`RECENT_TICKS`] delivered ticks, in milliseconds, in a
+/// fixed array (no allocation per clock). Serialized as a list, oldest first; a longer list
+/// loads as its last [`RECENT_TICKS`].
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "Vec<u32>", into = "Vec<u32>")]
+pub struct RecentLateness {
+    /// A ring: `len` values, the oldest at `(next + RECENT_TICKS - len) % RECENT_TICKS`.
+    values: [u32; RECENT_TICKS],
+    len: u8,
+    next: u8,
+}
+
+impl RecentLateness {
+    /// Remembers one lateness, forgetting the oldest when full. Latenesses beyond `u32::MAX`
+    /// milliseconds (49 days) are kept as that.
+    pub fn push(&mut self, lateness_ms: u64) {
+        let slot = usize::from(self.next);
+        self.values[slot] = u32::try_from(lateness_ms).unwrap_or(u32::MAX);
+        self.next = u8::try_from((slot + 1) % RECENT_TICKS).unwrap_or(0);
+        if usize::from(self.len) < RECENT_TICKS {
+            self.len = self.len.saturating_add(1);
+        }
+    }
+
+    /// The remembered latenesses, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        let len = usize::from(self.len);
+        let first = (usize::from(self.next) + RECENT_TICKS - len) % RECENT_TICKS;
+        (0..len).map(move |offset| self.values[(first + offset) % RECENT_TICKS])
+    }
+
+    /// Whether no lateness is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Two rings are equal when they hold the same latenesses in the same order, wherever in the
+/// array they start (a ring loaded from a snapshot starts at the beginning).
+impl PartialEq for RecentLateness {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for RecentLateness {}
+
+impl From<Vec<u32>> for RecentLateness {
+    fn from(values: Vec<u32>) -> Self {
+        let mut recent = RecentLateness::default();
+        let skip = values.len().saturating_sub(RECENT_TICKS);
+        for value in values.into_iter().skip(skip) {
+            recent.push(u64::from(value));
+        }
+        recent
+    }
+}
+
+impl From<RecentLateness> for Vec<u32> {
+    fn from(recent: RecentLateness) -> Self {
+        recent.iter().collect()
+    }
+}
+
+/// What became of one clock's ticks since it was registered (or since its cluster reached
+/// level 2). Counters saturate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClockStats {
+    /// Ticks delivered: confirmed by the broker, or returned by a pop (a retried pop counts
+    /// once).
+    pub delivered: u64,
+    /// Scheduled ticks filed after their instant: a leader change, a stall or an outage
+    /// delayed them.
+    pub late: u64,
+    /// Missed ticks older than the catch-up window, folded into a later tick.
+    pub coalesced: u64,
+    /// Ticks dropped from the clock's full http queue (`http_queue_limit`).
+    pub dropped: u64,
+    /// The last delivered tick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<Delivery>,
+    /// How late the last few delivered ticks were.
+    #[serde(skip_serializing_if = "RecentLateness::is_empty")]
+    pub recent: RecentLateness,
+}
+
+impl ClockStats {
+    /// Records one delivered tick.
+    pub fn delivered(&mut self, delivery: Delivery) {
+        self.delivered = self.delivered.saturating_add(1);
+        self.recent.push(delivery.lateness_ms());
+        self.last = Some(delivery);
+    }
+
+    /// Whether nothing has been recorded (such statistics are left out of a snapshot).
+    pub fn is_empty(&self) -> bool {
+        *self == ClockStats::default()
+    }
+}
+
+/// What happened to the cluster's ticks during one [`SERIES_BUCKET_MS`] window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SeriesBucket {
+    /// The window's start, in milliseconds since the epoch (a multiple of the width).
+    pub start_ms: u64,
+    /// Ticks delivered in the window.
+    pub delivered: u64,
+    /// The sum of their latenesses, for the mean.
+    pub lateness_sum_ms: u64,
+    /// The largest of their latenesses.
+    pub lateness_max_ms: u64,
+    /// Scheduled ticks filed late by the intents of the window.
+    pub late: u64,
+    /// Missed ticks coalesced in the window.
+    pub coalesced: u64,
+    /// Ticks dropped from full http queues in the window.
+    pub dropped: u64,
+}
+
+/// The cluster's deliveries over the last [`SERIES_BUCKETS`] × [`SERIES_BUCKET_MS`], one
+/// bucket per window that saw anything, oldest first. Windows are placed by the instants the
+/// commands carry (a pop's, a confirmation's, an intent's), so every replica fills the same
+/// buckets; an event older than the oldest bucket kept is not recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<SeriesBucket>", into = "Vec<SeriesBucket>")]
+pub struct DeliverySeries {
+    buckets: VecDeque<SeriesBucket>,
+}
+
+impl DeliverySeries {
+    /// The bucket of the window holding `at_ms`, created if needed; `None` when that window
+    /// is older than every window the series keeps.
+    pub fn at(&mut self, at_ms: u64) -> Option<&mut SeriesBucket> {
+        let start_ms = at_ms - at_ms % SERIES_BUCKET_MS;
+        let window = SERIES_BUCKET_MS.saturating_mul(SERIES_BUCKETS as u64);
+        let newest = self
+            .buckets
+            .back()
+            .map_or(start_ms, |b| b.start_ms.max(start_ms));
+        if start_ms.saturating_add(window) <= newest {
+            return None;
+        }
+        let position = match self.buckets.binary_search_by_key(&start_ms, |b| b.start_ms) {
+            Ok(position) => position,
+            Err(position) => {
+                let bucket = SeriesBucket {
+                    start_ms,
+                    ..SeriesBucket::default()
+                };
+                self.buckets.insert(position, bucket);
+                position
+            }
+        };
+        // Windows that fell out of the last SERIES_BUCKETS leave, oldest first.
+        let mut removed = 0;
+        while self
+            .buckets
+            .front()
+            .is_some_and(|b| b.start_ms.saturating_add(window) <= newest)
+            || self.buckets.len() > SERIES_BUCKETS
+        {
+            self.buckets.pop_front();
+            removed += 1;
+        }
+        self.buckets.get_mut(position.checked_sub(removed)?)
+    }
+
+    /// Records one delivered tick `lateness_ms` late, at `delivered_at_ms`.
+    pub fn delivered(&mut self, delivered_at_ms: u64, lateness_ms: u64) {
+        if let Some(bucket) = self.at(delivered_at_ms) {
+            bucket.delivered = bucket.delivered.saturating_add(1);
+            bucket.lateness_sum_ms = bucket.lateness_sum_ms.saturating_add(lateness_ms);
+            bucket.lateness_max_ms = bucket.lateness_max_ms.max(lateness_ms);
+        }
+    }
+
+    /// The buckets kept, oldest first.
+    pub fn buckets(&self) -> impl Iterator<Item = &SeriesBucket> {
+        self.buckets.iter()
+    }
+}
+
+impl From<Vec<SeriesBucket>> for DeliverySeries {
+    /// Loads buckets in any order, aligned and deduplicated: a restored or hand-made document
+    /// cannot break the series' order or size.
+    fn from(buckets: Vec<SeriesBucket>) -> Self {
+        let mut series = DeliverySeries::default();
+        for loaded in buckets {
+            if let Some(bucket) = series.at(loaded.start_ms) {
+                let start_ms = bucket.start_ms;
+                *bucket = SeriesBucket { start_ms, ..loaded };
+            }
+        }
+        series
+    }
+}
+
+impl From<DeliverySeries> for Vec<SeriesBucket> {
+    fn from(series: DeliverySeries) -> Self {
+        series.buckets.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_lateness_keeps_the_last_few_oldest_first() {
+        let mut recent = RecentLateness::default();
+        assert!(recent.is_empty());
+        for lateness in 1..=10 {
+            recent.push(lateness);
+        }
+        assert_eq!(
+            recent.iter().collect::<Vec<_>>(),
+            vec![3, 4, 5, 6, 7, 8, 9, 10]
+        );
+        recent.push(u64::MAX);
+        assert_eq!(recent.iter().last(), Some(u32::MAX));
+        let loaded = RecentLateness::from((0..20).collect::<Vec<u32>>());
+        assert_eq!(
+            loaded.iter().collect::<Vec<_>>(),
+            (12..20).collect::<Vec<_>>()
+        );
+        let round_trip: Vec<u32> = RecentLateness::from(vec![5, 6]).into();
+        assert_eq!(round_trip, vec![5, 6]);
+        // A full ring equals its reloaded self, wherever its oldest value sits.
+        let reloaded = RecentLateness::from(Vec::<u32>::from(recent));
+        assert_eq!(reloaded, recent);
+        assert_ne!(reloaded, RecentLateness::from(vec![1, 2]));
+    }
+
+    #[test]
+    fn a_delivery_counts_and_is_remembered_with_its_lateness() {
+        let mut stats = ClockStats::default();
+        assert!(stats.is_empty());
+        let delivery = Delivery {
+            due_at_ms: 10_000,
+            delivered_at_ms: 10_250,
+            manual: false,
+        };
+        stats.delivered(delivery);
+        assert_eq!(stats.delivered, 1);
+        assert_eq!(stats.last, Some(delivery));
+        assert_eq!(stats.recent.iter().collect::<Vec<_>>(), vec![250]);
+        let early = Delivery {
+            due_at_ms: 20_000,
+            delivered_at_ms: 19_000,
+            manual: true,
+        };
+        assert_eq!(early.lateness_ms(), 0);
+    }
+
+    #[test]
+    fn the_series_keeps_the_last_fifteen_minutes_in_order() {
+        let mut series = DeliverySeries::default();
+        series.delivered(1_000_005, 5);
+        series.delivered(1_000_009, 100);
+        series.delivered(1_020_000, 7);
+        // Skew: a delivery stamped in an earlier, empty window goes in its place.
+        series.delivered(1_010_001, 1);
+        let starts: Vec<u64> = series.buckets().map(|b| b.start_ms).collect();
+        assert_eq!(starts, vec![1_000_000, 1_010_000, 1_020_000]);
+        let first = series.buckets().next().copied().unwrap_or_default();
+        assert_eq!(
+            (
+                first.delivered,
+                first.lateness_sum_ms,
+                first.lateness_max_ms
+            ),
+            (2, 105, 100)
+        );
+        // Fifteen minutes later the first windows have left, and older events are ignored.
+        let later = 1_000_000 + SERIES_BUCKET_MS * SERIES_BUCKETS as u64;
+        series.delivered(later + 1, 3);
+        let starts: Vec<u64> = series.buckets().map(|b| b.start_ms).collect();
+        assert_eq!(starts, vec![1_010_000, 1_020_000, later]);
+        series.delivered(1_000_001, 3);
+        assert_eq!(series.buckets().count(), 3);
+        // However many windows pass, at most SERIES_BUCKETS are kept.
+        for window in 0..500u64 {
+            series.delivered(later + window * SERIES_BUCKET_MS, 1);
+        }
+        assert_eq!(series.buckets().count(), SERIES_BUCKETS);
+    }
+
+    #[test]
+    fn a_loaded_series_is_put_in_order_and_trimmed() {
+        let bucket = |start_ms: u64, delivered: u64| SeriesBucket {
+            start_ms,
+            delivered,
+            ..SeriesBucket::default()
+        };
+        let loaded = DeliverySeries::from(vec![
+            bucket(30_000, 3),
+            bucket(10_005, 1),
+            bucket(10_000, 2),
+            bucket(5_000_000, 9),
+        ]);
+        let kept: Vec<(u64, u64)> = loaded
+            .buckets()
+            .map(|b| (b.start_ms, b.delivered))
+            .collect();
+        // The window of 5 000 000 leaves everything older than fifteen minutes before it.
+        assert_eq!(kept, vec![(5_000_000, 9)]);
+        let loaded = DeliverySeries::from(vec![bucket(30_000, 3), bucket(10_005, 1)]);
+        let kept: Vec<(u64, u64)> = loaded
+            .buckets()
+            .map(|b| (b.start_ms, b.delivered))
+            .collect();
+        assert_eq!(kept, vec![(10_000, 1), (30_000, 3)]);
+    }
+}
