@@ -213,6 +213,7 @@ fn token_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::clocks::act))
         .routes(routes!(routes::cluster::cluster))
         .routes(routes!(routes::events::events))
+        .routes(routes!(routes::stats::stats))
 }
 
 /// Routes that need the operator token: membership changes, backup and restore (the one

@@ -198,6 +198,7 @@ mod tests {
             "PUT /api/v1/clocks/{id}/{action}",
             "GET /api/v1/cluster",
             "GET /api/v1/events",
+            "GET /api/v1/stats",
             "POST /api/v1/cluster/nodes",
             "DELETE /api/v1/cluster/nodes/{id}",
             "GET /api/v1/backup",

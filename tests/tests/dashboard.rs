@@ -1,7 +1,7 @@
 //! tickd's own dashboard in a real headless Chromium, against a real 3-node cluster: sign in,
 //! see the nodes and the leader, see clocks registered through the API appear without a
-//! reload, pause one and tick another from the page, and see a new leader after the leader is
-//! killed. Each test leaves screenshots under `target/screenshots/` for review.
+//! reload, pause one and tick another from the page, see the tick's delivery in the clock's
+//! statistics and in the plot, and see a new leader after the leader is killed. Each test leaves screenshots under `target/screenshots/` for review.
 
 use std::time::{Duration, Instant};
 
@@ -82,6 +82,10 @@ async fn click_action(browser: &Browser, name: &str, action: &str) {
 async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser() {
     let cluster = TestCluster::start(3).await;
     let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
+    // Tick statistics are kept from cluster level 2, set within seconds of the forming.
+    cluster
+        .wait_for_cluster_level(2, Duration::from_secs(30))
+        .await;
     let page_node = cluster
         .node_ids()
         .into_iter()
@@ -175,6 +179,52 @@ async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser
             .is_some_and(|id| id.starts_with(&clock_id(&never_clock))),
         "{ticks}"
     );
+
+    // The delivered tick shows in the clock's statistics and in the plot of the last minutes.
+    let delivered_row = format!("#clocks tbody tr[data-name=\"{never}\"][data-delivered=\"1\"]");
+    eventually("the delivery on the page", SHOWN_WITHIN, POLL, || async {
+        browser.find_all(&delivered_row).await.into_iter().next()
+    })
+    .await;
+    let lateness = texts(&browser, &format!("{delivered_row} td.lateness")).await;
+    assert!(
+        lateness.iter().any(|text| text.ends_with(" ms")),
+        "the tick's lateness: {lateness:?}"
+    );
+    eventually("a delivery in the plot", SHOWN_WITHIN, POLL, || async {
+        browser
+            .find_all("#deliveries-plot rect.delivered")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+
+    // A clock polled every second: its recent lateness is drawn as a sparkline.
+    let polled = unique_name("dash-second");
+    let (status, _, polled_clock) = register(&cluster, leader, &polled, "every.1.seconds").await;
+    assert_eq!(status, StatusCode::CREATED, "{polled_clock}");
+    let polled_url = polled_clock["channel"]["details"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an http channel: {polled_clock}"))
+        .to_owned();
+    let sparkline = format!("#clocks tbody tr[data-name=\"{polled}\"] td.lateness svg.spark");
+    eventually(
+        "the polled clock's sparkline",
+        Duration::from_secs(20),
+        POLL,
+        || async {
+            api::pop(&cluster, &polled_url, Some(Duration::from_secs(1))).await;
+            browser.find_all(&sparkline).await.into_iter().next()
+        },
+    )
+    .await;
+    browser.screenshot("dashboard-ticks").await;
+    browser
+        .run("document.getElementById('ticks-view').scrollIntoView(); return null;")
+        .await;
+    browser.screenshot("dashboard-plot").await;
+    browser.run("window.scrollTo(0, 0); return null;").await;
 
     // Kill the leader: the page shows its successor within 3 s.
     let killed_at = Instant::now();

@@ -8,7 +8,11 @@
 //! - `clocks`: the clocks as this node has applied them (not a linearized read: a view, a few
 //!   milliseconds behind the leader at most), at once and whenever one is added, removed,
 //!   paused or resumed (checked every [`CLOCKS_CHECK_EVERY`]): [`ClocksEvent`], at most
-//!   [`MAX_LISTED`] of them in name order.
+//!   [`MAX_LISTED`] of them in name order;
+//! - `stats`: the body of `GET /api/v1/stats` for the same clocks ([`TickStats`]: each clock's
+//!   delivered, late, coalesced and dropped ticks, its last tick, and the cluster's deliveries
+//!   over the last minutes), at once and whenever it changed (checked every
+//!   [`STATS_CHECK_EVERY`]).
 //!
 //! A stream costs its node one pass over the registry per check, so a node serves at most
 //! [`MAX_STREAMS`] at once; one more is answered 503 with `Retry-After`.
@@ -31,11 +35,14 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
 use crate::routes::cluster::{ClusterStatus, status};
+use crate::routes::stats::TickStats;
 
 /// How often a stream looks for a change of the cluster.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// How often a stream looks for a change of the clocks: a pass over the whole registry.
 pub const CLOCKS_CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often a stream looks for new tick statistics.
+pub const STATS_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// How often a `cluster` event is sent even when nothing it is keyed on changed.
 pub const CLUSTER_REFRESH: Duration = Duration::from_secs(2);
 /// The most clocks a `clocks` event lists.
@@ -106,8 +113,10 @@ impl ClockSummary {
     description = "`text/event-stream`. A `cluster` event (the body of `GET /api/v1/cluster`) \
         at once, on every change of leader, term or membership and every 2 s; a `clocks` event \
         (`ClocksEvent`: the total and the first 1 000 clocks by name, with channel kind and \
-        next instant) at once and whenever a clock is added, removed, paused or resumed. \
-        Comments keep an idle stream alive. At most 32 streams per node.",
+        next instant) at once and whenever a clock is added, removed, paused or resumed; a \
+        `stats` event (`TickStats`, the body of `GET /api/v1/stats` for the same clocks) at \
+        once and whenever it changed, checked every 2 s. Comments keep an idle stream alive. \
+        At most 32 streams per node.",
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream",
             body = ClocksEvent),
@@ -140,6 +149,8 @@ pub async fn events(
         cluster_sent: None,
         clocks_hash: None,
         clocks_checked: None,
+        stats_hash: None,
+        stats_checked: None,
         ticker: tokio::time::interval(CHECK_EVERY),
     };
     let stream = futures::stream::unfold(watcher, |mut watcher| async move {
@@ -158,6 +169,8 @@ struct Watcher {
     cluster_sent: Option<Instant>,
     clocks_hash: Option<u64>,
     clocks_checked: Option<Instant>,
+    stats_hash: Option<u64>,
+    stats_checked: Option<Instant>,
     ticker: tokio::time::Interval,
 }
 
@@ -194,7 +207,33 @@ impl Watcher {
                     return json_event("clocks", &body);
                 }
             }
+            let stats_due = self
+                .stats_checked
+                .is_none_or(|checked| checked.elapsed() >= STATS_CHECK_EVERY);
+            if stats_due {
+                self.stats_checked = Some(Instant::now());
+                let body = self.stats();
+                let Ok(json) = serde_json::to_string(&body) else {
+                    return json_event("stats", &body);
+                };
+                let mut hasher = DefaultHasher::new();
+                json.hash(&mut hasher);
+                let hash = hasher.finish();
+                if self.stats_hash != Some(hash) {
+                    self.stats_hash = Some(hash);
+                    return Event::default().event("stats").data(json);
+                }
+            }
         }
+    }
+
+    /// The `stats` event's body: the figures of the clocks a `clocks` event lists.
+    fn stats(&self) -> TickStats {
+        let now_ms = self.app.replica.clock().now_ms();
+        let state = self.app.replica.state().read();
+        let registry = &state.registry;
+        let listed = first_by_name(registry.clocks(), MAX_LISTED);
+        TickStats::of(registry, listed, registry.len(), now_ms)
     }
 
     fn cluster_key(&self) -> ClusterKey {

@@ -7,3 +7,4 @@ pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod queues;
+pub mod stats;

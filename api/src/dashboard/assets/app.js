@@ -1,6 +1,7 @@
 // tickd's dashboard. One module, no dependencies: it signs in with the access token (kept in
 // this tab's sessionStorage and sent in an Authorization header), reads the server-sent
-// events of GET /api/v1/events for the cluster and the clocks, and acts on clocks through
+// events of GET /api/v1/events for the cluster, the clocks and their tick statistics (drawn
+// as SVG built element by element), and acts on clocks through
 // PUT /api/v1/clocks/{id}/{pause|resume|tick}. Every value from the server reaches the page
 // as text, never as markup.
 
@@ -12,6 +13,7 @@ const $ = (id) => document.getElementById(id);
 let token = null;
 let stream = null; // the AbortController of the open event stream
 let clocks = { total: 0, clocks: [] };
+let stats = { bucket_seconds: 10, series: [], clocks: new Map() };
 let lastLeader; // undefined until the first cluster event
 
 function headers() {
@@ -56,6 +58,7 @@ function show(signedIn) {
   $("sign-in").hidden = signedIn;
   $("cluster-view").hidden = !signedIn;
   $("clocks-view").hidden = !signedIn;
+  $("ticks-view").hidden = !signedIn;
   $("sign-out").hidden = !signedIn;
   $("connection").textContent = signedIn ? `connected to ${window.location.host}` : "not signed in";
 }
@@ -118,6 +121,16 @@ function dispatch(kind, data) {
   if (kind === "clocks") {
     clocks = JSON.parse(data);
     renderClocks();
+  }
+  if (kind === "stats") {
+    const body = JSON.parse(data);
+    stats = {
+      bucket_seconds: body.bucket_seconds,
+      series: body.series,
+      clocks: new Map(body.clocks.map((entry) => [entry.id, entry])),
+    };
+    renderClocks();
+    renderSeries();
   }
 }
 
@@ -187,47 +200,202 @@ function equalsOrNot(wanted, value) {
   return wanted.startsWith("!") ? value !== wanted.slice(1) : value === wanted;
 }
 
+// The clocks table keeps one row per clock across renders, updated in place: a stream event
+// that arrives while a button is being clicked must not replace the button under the pointer.
+const rows = new Map(); // clock id → its <tr>
+const COLUMNS = ["name", "schedule", "status", "channel", "next", "last-tick", "lateness",
+  "late", "coalesced", "dropped", "actions"];
+const column = (name) => COLUMNS.indexOf(name);
+
+function clockRow(clock) {
+  let row = rows.get(clock.id);
+  if (!row) {
+    row = document.createElement("tr");
+    row.dataset.id = clock.id;
+    for (const name of COLUMNS) row.insertCell().className = name;
+    row.cells[column("actions")].append(button(clock.id, "pause"), button(clock.id, "tick"));
+    rows.set(clock.id, row);
+  }
+  return row;
+}
+
+function setCell(row, name, text, className) {
+  const td = row.cells[column(name)];
+  if (td.textContent !== String(text)) td.textContent = text;
+  td.className = className || name;
+  return td;
+}
+
 function renderClocks() {
   const body = $("clocks").tBodies[0];
-  body.replaceChildren();
   const shown = clocks.clocks.filter(matches);
-  for (const clock of shown) {
-    const row = body.insertRow();
-    row.dataset.id = clock.id;
-    row.dataset.name = clock.name;
-    cell(row, clock.name, "name");
-    cell(row, clock.schedule);
-    cell(row, clock.status, `status ${clock.status}`);
-    cell(row, clock.channel);
-    cell(row, clock.next_at_ms == null ? "—" : new Date(clock.next_at_ms).toLocaleTimeString());
-    const actions = cell(row, "", "actions");
-    const toggle = clock.status === "PAUSED" ? "resume" : "pause";
-    actions.append(button(clock, toggle), button(clock, "tick"));
+  const kept = new Set(shown.map((clock) => clock.id));
+  for (const [id, row] of rows) {
+    if (!kept.has(id)) {
+      row.remove();
+      rows.delete(id);
+    }
   }
+  shown.forEach((clock, index) => {
+    const row = clockRow(clock);
+    row.dataset.name = clock.name;
+    setCell(row, "name", clock.name);
+    setCell(row, "schedule", clock.schedule);
+    setCell(row, "status", clock.status, `status ${clock.status}`);
+    setCell(row, "channel", clock.channel);
+    setCell(row, "next",
+      clock.next_at_ms == null ? "—" : new Date(clock.next_at_ms).toLocaleTimeString());
+    renderTicks(row, stats.clocks.get(clock.id));
+    const toggle = row.cells[column("actions")].firstChild;
+    const action = clock.status === "PAUSED" ? "resume" : "pause";
+    if (toggle.dataset.action !== action) {
+      toggle.dataset.action = action;
+      toggle.textContent = capitalized(action);
+    }
+    // Moved only when out of place, so that a row under the pointer stays where it is.
+    if (body.rows[index] !== row) body.insertBefore(row, body.rows[index] || null);
+  });
   const listed = clocks.clocks.length < clocks.total ? ` (the first ${clocks.clocks.length})` : "";
   $("clocks-summary").textContent = `${shown.length} shown of ${clocks.total}${listed}`;
 }
 
-function button(clock, action) {
-  const element = document.createElement("button");
-  element.type = "button";
-  element.dataset.action = action;
-  element.textContent = action[0].toUpperCase() + action.slice(1);
-  element.addEventListener("click", () => act(clock, action));
+// A clock's tick statistics: its last delivered tick, how late its recent ticks were (the last
+// one, with a sparkline of up to 8), and its late, coalesced and dropped counts.
+function renderTicks(row, ticks) {
+  const last = ticks && ticks.last_tick;
+  const lastCell = setCell(row, "last-tick",
+    last ? new Date(last.delivered_at).toLocaleTimeString() : "—");
+  lastCell.title = last ? `scheduled at ${last.scheduled_at}${last.manual ? " (manual)" : ""}` : "";
+  const lateness = row.cells[column("lateness")];
+  lateness.replaceChildren(last ? `${last.lateness_ms} ms` : "—");
+  lateness.title = "";
+  if (ticks && ticks.recent_lateness_ms.length > 1) {
+    lateness.append(sparkline(ticks.recent_lateness_ms));
+    lateness.title = `${ticks.recent_lateness_ms.join(", ")} ms`;
+  }
+  for (const count of ["late", "coalesced", "dropped"]) {
+    const value = ticks ? ticks[count] : 0;
+    setCell(row, count, value, value > 0 ? `${count} warn` : count);
+  }
+  row.dataset.delivered = ticks ? ticks.delivered : 0;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(name, attributes) {
+  const element = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
   return element;
 }
 
-async function act(clock, action) {
+function sparkline(values) {
+  const top = Math.max(...values, 1);
+  const step = 60 / Math.max(values.length - 1, 1);
+  const points = values.map((value, i) => `${i * step},${14 - (value / top) * 12}`).join(" ");
+  const chart = svg("svg", { class: "spark", viewBox: "0 0 60 16" });
+  chart.append(svg("polyline", { points }));
+  return chart;
+}
+
+// The cluster's last 15 minutes: deliveries per window as bars (coalesced and dropped ticks
+// stacked in red), and the largest and mean lateness per window as lines.
+const PLOT = { width: 900, height: 120, left: 48, bottom: 16, windows: 90 };
+
+function renderSeries() {
+  const width = (stats.bucket_seconds || 10) * 1000;
+  const newest = Math.floor(Date.now() / width) * width;
+  const first = newest - (PLOT.windows - 1) * width;
+  const windows = stats.series
+    .map((point) => ({ ...point, index: (Date.parse(point.start) - first) / width }))
+    .filter((point) => point.index >= 0 && point.index < PLOT.windows);
+  const delivered = windows.reduce((sum, point) => sum + point.delivered, 0);
+  $("ticks-summary").textContent =
+    `${delivered} delivered in the last 15 minutes, in ${stats.bucket_seconds}-second windows`;
+  drawBars($("deliveries-plot"), windows);
+  drawLateness($("lateness-plot"), windows);
+}
+
+function plotFrame(chart, top, unit) {
+  chart.replaceChildren();
+  const base = PLOT.height - PLOT.bottom;
+  chart.append(svg("line", { class: "axis", x1: PLOT.left, y1: base, x2: PLOT.width, y2: base }));
+  const label = (y, text) => {
+    const element = svg("text", { x: PLOT.left - 6, y, "text-anchor": "end" });
+    element.textContent = text;
+    chart.append(element);
+  };
+  label(12, `${top}${unit}`);
+  label(base, `0${unit}`);
+  for (const [text, x] of [["−15 min", PLOT.left], ["now", PLOT.width - 20]]) {
+    const element = svg("text", { x, y: PLOT.height - 2 });
+    element.textContent = text;
+    chart.append(element);
+  }
+  const slot = (PLOT.width - PLOT.left) / PLOT.windows;
+  return {
+    x: (index) => PLOT.left + index * slot,
+    y: (value) => base - (value / top) * (base - 6),
+    slot,
+    base,
+  };
+}
+
+function drawBars(chart, windows) {
+  const top = Math.max(1, ...windows.map((p) => p.delivered + p.coalesced + p.dropped));
+  const frame = plotFrame(chart, top, "");
+  for (const point of windows) {
+    const missed = point.coalesced + point.dropped;
+    const x = frame.x(point.index) + 1;
+    const width = Math.max(frame.slot - 2, 1);
+    const y = frame.y(point.delivered);
+    chart.append(svg("rect", {
+      class: "delivered", x, y, width, height: frame.base - y, "data-start": point.start,
+    }));
+    if (missed > 0) {
+      const above = frame.y(point.delivered + missed);
+      chart.append(svg("rect", { class: "missed", x, y: above, width, height: y - above }));
+    }
+  }
+}
+
+function drawLateness(chart, windows) {
+  const withTicks = windows.filter((point) => point.delivered > 0);
+  const top = Math.max(1, ...withTicks.map((point) => point.lateness_max_ms));
+  const frame = plotFrame(chart, top, " ms");
+  for (const [field, className] of [["lateness_max_ms", "max"], ["lateness_mean_ms", "mean"]]) {
+    const points = withTicks
+      .map((point) => `${frame.x(point.index) + frame.slot / 2},${frame.y(point[field])}`)
+      .join(" ");
+    if (points) chart.append(svg("polyline", { class: className, points }));
+  }
+}
+
+function capitalized(action) {
+  return action[0].toUpperCase() + action.slice(1);
+}
+
+// A button acts on the clock `id` with the action its row shows at the time of the click.
+function button(id, action) {
+  const element = document.createElement("button");
+  element.type = "button";
+  element.dataset.action = action;
+  element.textContent = capitalized(action);
+  element.addEventListener("click", () => act(id, element.dataset.action));
+  return element;
+}
+
+async function act(id, action) {
   $("action-error").textContent = "";
-  const path = `/api/v1/clocks/${encodeURIComponent(clock.id)}/${action}`;
+  const known = clocks.clocks.find((entry) => entry.id === id);
+  const path = `/api/v1/clocks/${encodeURIComponent(id)}/${action}`;
   const response = await fetch(path, { method: "PUT", headers: headers() });
   if (!response.ok) {
     const body = await response.json().catch(() => ({}));
-    $("action-error").textContent = `${action} ${clock.name}: ${body.message || response.status}`;
+    const name = known ? known.name : id;
+    $("action-error").textContent = `${action} ${name}: ${body.message || response.status}`;
     return;
   }
   const updated = await response.json();
-  const known = clocks.clocks.find((entry) => entry.id === clock.id);
   if (known && updated.status) {
     known.status = updated.status;
     renderClocks();
