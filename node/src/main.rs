@@ -65,6 +65,11 @@ fn main() -> ExitCode {
     if let Some(command) = cli.command.take() {
         return cli::run(command);
     }
+    // A node's files hold every http queue id (the capability to pop that queue's ticks), its
+    // credentials and its log: whatever it creates, RocksDB's files included, is its user's
+    // alone, as the Debian unit's `UMask=0077` makes it. The admin commands above keep the
+    // modes they choose (a certificate is 0644).
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     init_logging(&cli);
     let config = match (&cli.config, cli.node) {
         (Some(path), Some(id)) => NodeConfig::from_file(path, id),
