@@ -51,6 +51,7 @@
 //! [`Schedule::instants_in`] from a `now` it is given.
 
 mod clock;
+mod due_index;
 mod excerpt;
 mod filter;
 pub mod level;

@@ -20,6 +20,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
+use crate::due_index::DueIndex;
 use crate::filter::ClockFilter;
 use crate::level::{Level, Levels};
 use crate::pair_index::PairIndex;
@@ -299,6 +300,9 @@ pub struct Registry {
     by_pair: PairIndex,
     /// The clock of each http queue, so that a poll finds its clock.
     by_queue: BTreeMap<QueueId, ClockId>,
+    /// The active clocks by the next instant an intent must file for them, so that an intent
+    /// visits only the clocks due in its window.
+    due: DueIndex,
     /// Committed and undelivered ticks.
     ledger: TickLedger,
 }
@@ -479,6 +483,8 @@ impl Registry {
         if level.bounds_commands() {
             Self::fit_restored_queues(ledger, self.ledger.queue_limit);
         }
+        // The watermark moved: the restored clocks' next instants follow it.
+        restored.reindex_all();
         let clocks = u64::try_from(restored.len()).unwrap_or(u64::MAX);
         *self = restored;
         Outcome::Restored { clocks }
@@ -598,6 +604,31 @@ impl Registry {
             dropped = dropped.saturating_add(lost);
         }
         self.note_dropped(level, &clock.id, dropped, now_ms);
+        self.reindex(&clock.id);
+    }
+
+    /// Rebuilds the due index for every clock (a loaded or restored registry).
+    fn reindex_all(&mut self) {
+        let ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
+        for id in &ids {
+            self.reindex(id);
+        }
+    }
+
+    /// Puts a clock in its place in the due index: under the first instant after the later of
+    /// the intent watermark and its cursor, if it is active and has one; out of the index
+    /// otherwise. Every command that changes one of those calls it for the clock.
+    fn reindex(&mut self, id: &ClockId) {
+        let next = self
+            .clocks
+            .get(id)
+            .filter(|clock| clock.status == ClockStatus::Active)
+            .and_then(|clock| {
+                let cursor = self.ledger.cursors.get(id)?;
+                let after = self.ledger.intended_through_ms.max(cursor.ticks_from_ms);
+                clock.schedule.next_instant_after(after)
+            });
+        self.due.set(id, next);
     }
 
     /// Counts ticks a command dropped from a clock's full http queue.
@@ -619,6 +650,7 @@ impl Registry {
         };
         clock.status = ClockStatus::Paused;
         let clock = clock.clone();
+        self.reindex(id);
         // Scheduled ticks filed ahead of their instant are withdrawn: none due after the
         // pause is delivered. Manual ticks stay.
         let withdrawn = |tick: &Tick| &tick.clock == id && !tick.manual && tick.due_at_ms > now_ms;
@@ -702,8 +734,16 @@ impl Registry {
     }
 
     /// Files every scheduled tick of every active clock due up to the intent's end, within
-    /// the intent's bounds ([`Intent::bounded`]).
+    /// the intent's bounds ([`Intent::bounded`]). Only the clocks the due index holds at or
+    /// before the intent's end are visited: the others have no instant in the window.
     fn intend(&mut self, level: Level, intent: &Intent) -> Filed {
+        let due = self.due.due_through(intent.bounded().through_ms);
+        self.intend_for(level, intent, &due)
+    }
+
+    /// Applies an intent to `clocks`, the clocks with ticks due in its window; every clock
+    /// left out must have none.
+    fn intend_for(&mut self, level: Level, intent: &Intent, clocks: &[ClockId]) -> Filed {
         let intent = &intent.bounded();
         self.ledger.queue_limit = intent.queue_limit;
         let mut filed = Filed::default();
@@ -711,38 +751,26 @@ impl Registry {
             return filed;
         }
         let keeps_stats = level.keeps_tick_stats();
-        let active = self
-            .clocks
-            .values()
-            .filter(|clock| clock.status == ClockStatus::Active);
-        for clock in active {
-            let Some(cursor) = self.ledger.cursors.get(&clock.id) else {
+        for id in clocks {
+            let Some(clock) = self.clocks.get(id) else {
                 continue;
             };
-            let (instants, coalesced) = self.ledger.due_instants(&clock.schedule, cursor, intent);
-            let mut missed = Filed {
-                coalesced,
-                ..Filed::default()
-            };
-            for instant in instants {
-                filed.ticks = filed.ticks.saturating_add(1);
-                if instant < intent.now_ms {
-                    missed.late = missed.late.saturating_add(1);
-                }
-                let tick = scheduled_tick(clock, instant);
-                let dropped = self
-                    .ledger
-                    .file(tick, destination(clock), intent.queue_limit);
-                missed.dropped = missed.dropped.saturating_add(dropped);
+            if clock.status != ClockStatus::Active {
+                continue;
             }
+            let missed = file_due_ticks(clock, &mut self.ledger, intent);
             if keeps_stats {
                 self.ledger.note_missed(&clock.id, &missed);
             }
+            filed.ticks = filed.ticks.saturating_add(missed.ticks);
             filed.late = filed.late.saturating_add(missed.late);
             filed.coalesced = filed.coalesced.saturating_add(missed.coalesced);
             filed.dropped = filed.dropped.saturating_add(missed.dropped);
         }
         self.ledger.intended_through_ms = intent.through_ms;
+        for id in clocks {
+            self.reindex(id);
+        }
         let counters = &mut self.ledger.counters;
         counters.late = counters.late.saturating_add(filed.late);
         counters.coalesced = counters.coalesced.saturating_add(filed.coalesced);
@@ -785,6 +813,7 @@ impl Registry {
                 queues.push(queue_id.clone());
             }
             self.clocks.remove(&id);
+            self.reindex(&id);
             purged.push(id);
         }
         let forgotten: HashSet<&ClockId> = purged.iter().collect();
@@ -836,16 +865,58 @@ impl Registry {
     /// The clocks that `filter` selects, ordered by id, for
     /// `GET /api/v1/clocks`.
     pub fn list(&self, filter: &ClockFilter) -> Vec<Clock> {
-        self.clocks()
-            .filter(|clock| filter.matches(clock))
-            .cloned()
-            .collect()
+        self.list_page(filter, None, usize::MAX).0
+    }
+
+    /// One page of the clocks that match `filter`, in id order: at most `limit` of those after
+    /// the id `after` (which need not exist), and whether more match beyond them. A page costs
+    /// the clocks it passes over, not a pass over the whole registry.
+    pub fn list_page(
+        &self,
+        filter: &ClockFilter,
+        after: Option<&ClockId>,
+        limit: usize,
+    ) -> (Vec<Clock>, bool) {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let from = after.map_or(Unbounded, Excluded);
+        let mut matching = self
+            .clocks
+            .range::<ClockId, _>((from, Unbounded))
+            .map(|(_, clock)| clock)
+            .filter(|clock| filter.matches(clock));
+        let page: Vec<Clock> = matching.by_ref().take(limit).cloned().collect();
+        let more = matching.next().is_some();
+        (page, more)
     }
 
     /// The committed and undelivered ticks.
     pub fn ledger(&self) -> &TickLedger {
         &self.ledger
     }
+}
+
+/// Files the ticks of one active clock that fall due in `intent`'s window, and says what it
+/// filed: the ticks, those late, those coalesced into a later one, and those its full http
+/// queue dropped.
+fn file_due_ticks(clock: &Clock, ledger: &mut TickLedger, intent: &Intent) -> Filed {
+    let Some(cursor) = ledger.cursors.get(&clock.id) else {
+        return Filed::default();
+    };
+    let (instants, coalesced) = ledger.due_instants(&clock.schedule, cursor, intent);
+    let mut filed = Filed {
+        coalesced,
+        ..Filed::default()
+    };
+    for instant in instants {
+        filed.ticks = filed.ticks.saturating_add(1);
+        if instant < intent.now_ms {
+            filed.late = filed.late.saturating_add(1);
+        }
+        let tick = scheduled_tick(clock, instant);
+        let dropped = ledger.file(tick, destination(clock), intent.queue_limit);
+        filed.dropped = filed.dropped.saturating_add(dropped);
+    }
+    filed
 }
 
 /// The scheduled tick of `clock` at `instant_ms`.
@@ -885,6 +956,7 @@ impl TryFrom<RegistrySnapshot> for Registry {
             }
             registry.insert(clock);
         }
+        registry.reindex_all();
         Ok(registry)
     }
 }
@@ -1967,6 +2039,31 @@ mod tests {
     }
 
     #[test]
+    fn pages_follow_the_id_order_from_after_the_last_id_seen() {
+        let mut registry = Registry::new();
+        for n in 0..5 {
+            create(&mut registry, &format!("n{n}"), "@never", &format!("c{n}"));
+        }
+        let every = ClockFilter::default();
+        let ids = |page: &[Clock]| -> Vec<String> {
+            page.iter().map(|clock| clock.id.to_string()).collect()
+        };
+        let (first, more) = registry.list_page(&every, None, 2);
+        assert_eq!((ids(&first), more), (vec!["c0".into(), "c1".into()], true));
+        let (next, more) = registry.list_page(&every, Some(&id("c1")), 2);
+        assert_eq!((ids(&next), more), (vec!["c2".into(), "c3".into()], true));
+        let (last, more) = registry.list_page(&every, Some(&id("c3")), 2);
+        assert_eq!((ids(&last), more), (vec!["c4".into()], false));
+        // `after` need not name a clock (it may have been purged since).
+        let (from_gone, _) = registry.list_page(&every, Some(&id("c10")), 10);
+        assert_eq!(ids(&from_gone), ["c2", "c3", "c4"]);
+        let named = ClockFilter::from_pairs([("name".to_string(), "n3".to_string())])
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(registry.list_page(&named, None, 1).0.len(), 1);
+        assert_eq!(registry.list(&every).len(), 5);
+    }
+
+    #[test]
     fn pause_keeps_the_tick_due_at_its_own_instant() {
         let mut registry = Registry::new();
         registry.apply(rabbit("a", "every.1.seconds", "ra", 0));
@@ -2412,5 +2509,141 @@ mod tests {
             filed <= usize::try_from(window).unwrap_or(usize::MAX),
             "{filed}"
         );
+    }
+
+    /// The due index against the full scan it replaced, kept here as the oracle: for any
+    /// sequence of registrations, pauses, resumes, manual ticks, pops, purges, restores and
+    /// intents, a registry whose intents visit only the indexed clocks and one whose intents
+    /// visit every active clock reach the same state and outcomes, and the index built up
+    /// command by command equals one rebuilt from scratch.
+    mod due_index_oracle {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const SCHEDULES: [&str; 5] = [
+            "every.1.seconds",
+            "every.2.seconds",
+            "every.3.seconds",
+            "every.1.minutes",
+            "@never",
+        ];
+
+        #[derive(Clone, Debug)]
+        enum Step {
+            Apply(Box<Command>),
+            /// Restores the backup of `backed_up()` (refused unless the registry is empty).
+            Restore(u64),
+        }
+
+        fn apply(command: Command) -> Step {
+            Step::Apply(Box::new(command))
+        }
+
+        fn clock_id() -> impl Strategy<Value = ClockId> {
+            (0..4u8).prop_map(|n| id(&format!("c{n}")))
+        }
+
+        fn instant() -> impl Strategy<Value = u64> {
+            0..200_000u64
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            let register = (0..4u8, 0..SCHEDULES.len(), any::<bool>(), instant()).prop_map(
+                |(n, schedule, rabbit, now_ms)| {
+                    let literal = SCHEDULES[schedule];
+                    let proposed = format!("c{n}");
+                    let name = format!("n{n}");
+                    let mut command = register(&name, literal, &proposed, NO_LIMIT);
+                    if let Command::Register {
+                        channel,
+                        now_ms: at,
+                        ..
+                    } = &mut command
+                    {
+                        *at = now_ms;
+                        if rabbit {
+                            *channel = Channel::Rabbit {
+                                queue: format!("ticktok-{name};{literal}"),
+                            };
+                        }
+                    }
+                    apply(command)
+                },
+            );
+            // Instants are whole seconds: half of the intents start or end on one, where a
+            // window's bounds matter.
+            let now = prop_oneof![instant(), instant().prop_map(|at| at / 1_000 * 1_000)];
+            let ahead = prop_oneof![0..3_000u64, Just(0u64), Just(1_000), Just(2_000)];
+            let catch_up = prop_oneof![Just(0u64), Just(2_000), Just(60_000)];
+            let intent = (now, ahead, catch_up, 1..5u64).prop_map(
+                |(now_ms, ahead, catch_up_ms, queue_limit)| {
+                    apply(Command::Intend(Intent {
+                        through_ms: now_ms + ahead,
+                        now_ms,
+                        catch_up_ms,
+                        queue_limit,
+                    }))
+                },
+            );
+            prop_oneof![
+                3 => register,
+                1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Pause { id, now_ms })),
+                1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Resume { id, now_ms })),
+                1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Tick { id, now_ms })),
+                1 => (0..4u8, instant()).prop_map(|(n, now_ms)| apply(Command::Pop {
+                    queue: queue_for(&format!("c{n}")),
+                    now_ms,
+                    request: format!("r{now_ms}"),
+                })),
+                1 => proptest::collection::vec(clock_id(), 0..4)
+                    .prop_map(|clocks| apply(Command::Purge { clocks })),
+                1 => instant().prop_map(Step::Restore),
+                6 => intent,
+            ]
+        }
+
+        /// Applies `step`; `scan` makes intents visit every active clock, as before the index.
+        fn run(registry: &mut Registry, step: &Step, scan: bool) -> Outcome {
+            let command = match step {
+                Step::Apply(command) => (**command).clone(),
+                Step::Restore(now_ms) => restore(RegistrySnapshot::from(backed_up()), *now_ms),
+            };
+            match (command, scan) {
+                (Command::Intend(intent), true) => {
+                    let active: Vec<ClockId> = registry
+                        .clocks()
+                        .filter(|clock| clock.status == ClockStatus::Active)
+                        .map(|clock| clock.id.clone())
+                        .collect();
+                    Outcome::Filed(registry.intend_for(Level::V0_2, &intent, &active))
+                }
+                (command, _) => registry.apply(command),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(
+                std::env::var("PROPTEST_CASES")
+                    .ok()
+                    .and_then(|cases| cases.parse().ok())
+                    .unwrap_or(64)
+            ))]
+            #[test]
+            fn the_index_files_exactly_what_the_full_scan_files(
+                steps in proptest::collection::vec(step(), 1..60)
+            ) {
+                let mut indexed = Registry::new();
+                let mut scanned = Registry::new();
+                for step in &steps {
+                    let by_index = run(&mut indexed, step, false);
+                    let by_scan = run(&mut scanned, step, true);
+                    prop_assert_eq!(&by_index, &by_scan, "{:?}", step);
+                    prop_assert_eq!(&indexed, &scanned, "{:?}", step);
+                    let rebuilt = Registry::try_from(RegistrySnapshot::from(indexed.clone()));
+                    prop_assert_eq!(rebuilt.as_ref(), Ok(&indexed), "{:?}", step);
+                }
+            }
+        }
     }
 }
