@@ -11,7 +11,9 @@
 //!
 //! * **Publish** only while the [`Lease`] holds, only ticks whose instant has come, each at
 //!   most once at a time (a tick handed to the broker is *in flight* until the broker settles
-//!   it), at most [`MAX_PUBLISH_BATCH`] at once. A failed publish pauses publishing for
+//!   it), at most [`MAX_PUBLISH_BATCH`] at once and at most [`MAX_IN_FLIGHT`] awaiting the
+//!   broker, so a broker that confirms slower than ticks fall due holds the leader's memory
+//!   still instead of growing it. A failed publish pauses publishing for
 //!   [`RECONNECT_PAUSE`]; a tick the broker did not confirm is published again, with its id.
 //! * **Confirm** what the broker stored, or returned because the queue is gone, in one
 //!   command per [`CONFIRM_EVERY`](crate::duties::CONFIRM_EVERY).
@@ -40,6 +42,11 @@ pub const LEASE_RENEW_EVERY: Duration = Duration::from_millis(100);
 /// thousand messages to a busy broker exceeded (the whole burst then failed and was published
 /// again, loading the broker further), and the loop serves intents and the lease in between.
 pub const MAX_PUBLISH_BATCH: usize = 2_000;
+/// The most ticks handed to the broker and not yet settled and removed from the outbox. Each
+/// holds a confirmation future and the broker client's buffers: a broker that confirms slower
+/// than ticks fall due was reported to grow a leader to 1.8 GB without it. Beyond it, publishing waits
+/// for confirmations; the ticks wait in the replicated outbox, where they are bounded anyway.
+pub const MAX_IN_FLIGHT: usize = 20_000;
 /// The longest the loop sleeps when nothing is due: ticks filed meanwhile are found this late
 /// at worst (an applied entry wakes the loop sooner).
 pub const IDLE_WAKE: Duration = Duration::from_millis(250);
@@ -171,7 +178,9 @@ impl Decisions {
     /// if it is due), no later than [`IDLE_WAKE`] and no earlier than the end of a pause.
     pub fn next_publish_at(&self, now: Now, registry: &Registry) -> Instant {
         let idle = now.instant + IDLE_WAKE;
-        if !self.publishes {
+        // With the most ticks in flight, a settled one makes room: look again at the next idle
+        // wake, not at once (which would spin).
+        if !self.publishes || self.in_flight.len() >= MAX_IN_FLIGHT {
             return idle;
         }
         let next = registry
@@ -190,7 +199,7 @@ impl Decisions {
     }
 
     /// The ticks to publish at `now`: due, not in flight, for clocks that still exist, at
-    /// most [`MAX_PUBLISH_BATCH`]. Empty without a broker, during a pause, or without the
+    /// most [`MAX_PUBLISH_BATCH`] and no more than [`MAX_IN_FLIGHT`] in flight. Empty without a broker, during a pause, or without the
     /// lease (which pauses publishing until the lease may have been renewed).
     pub fn due(&mut self, now: Now, registry: &Registry) -> Vec<Outgoing> {
         if !self.publishes
@@ -205,13 +214,14 @@ impl Decisions {
             return Vec::new();
         }
         let mut outgoing = Vec::new();
+        let room = MAX_IN_FLIGHT.saturating_sub(self.in_flight.len());
         let due = registry
             .ledger()
             .outbox
             .iter()
             .take_while(|((due_at, _), _)| *due_at <= now.wall_ms)
             .filter(|(key, _)| !self.in_flight.contains(*key))
-            .take(MAX_PUBLISH_BATCH);
+            .take(MAX_PUBLISH_BATCH.min(room));
         for (key, tick) in due {
             match registry.get(&tick.clock).map(|clock| &clock.channel) {
                 Some(Channel::Rabbit { queue }) => outgoing.push(Outgoing {
@@ -394,6 +404,59 @@ mod tests {
                 queue_limit: 100,
             }
         );
+    }
+
+    #[test]
+    fn publishing_waits_once_the_most_ticks_await_the_broker() {
+        let now = start();
+        let mut registry = Registry::new();
+        for n in 0..11 {
+            rabbit_clock(&mut registry, &format!("clock-{n}"), now);
+        }
+        // 35 minutes without a leader: 2 100 late ticks per clock, filed one by one.
+        let later = now.after(Duration::from_secs(2_100));
+        registry.apply(Command::Intend(Intent {
+            through_ms: later.wall_ms,
+            now_ms: later.wall_ms,
+            catch_up_ms: 3_600_000,
+            queue_limit: 100,
+        }));
+        assert!(registry.ledger().outbox.len() > MAX_IN_FLIGHT);
+        let mut decisions = leading(&registry, later);
+        let mut published = 0;
+        loop {
+            let outgoing = decisions.due(later, &registry);
+            if outgoing.is_empty() {
+                break;
+            }
+            decisions.accepted(&outgoing);
+            published += outgoing.len();
+        }
+        assert_eq!(
+            published, MAX_IN_FLIGHT,
+            "nothing beyond the bound is published"
+        );
+        assert_eq!(
+            decisions.next_publish_at(later, &registry),
+            later.instant + IDLE_WAKE,
+            "at the bound the loop waits instead of spinning"
+        );
+        // One tick settled and removed from the outbox makes room for one more.
+        let first = registry.ledger().outbox.keys().next().cloned();
+        let first = first.unwrap_or_else(|| panic!("an outbox tick"));
+        let delivered = Settled::Delivered {
+            published_ms: later.wall_ms,
+            after: MS,
+        };
+        assert!(!decisions.settle(first.clone(), delivered));
+        let confirmed = decisions.confirms(&registry).unwrap_or_default();
+        let (ticks, published_ms) = confirmed.into_iter().unzip();
+        registry.apply(Command::Confirm {
+            ticks,
+            published_ms,
+        });
+        assert_eq!(decisions.confirms(&registry), None);
+        assert_eq!(decisions.due(later, &registry).len(), 1);
     }
 
     #[test]
