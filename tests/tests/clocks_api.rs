@@ -248,6 +248,61 @@ async fn list_filters_combine_and_negate() {
 }
 
 #[tokio::test]
+async fn a_large_list_comes_in_pages_linked_by_the_next_header() {
+    let cluster = TestCluster::start(3).await;
+    for n in 0..7 {
+        let (status, _, _) = register(&cluster, 1, &format!("paged-{n}"), "@never").await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let (_, _, everything) = list(&cluster, 2, "").await;
+    let ids = |page: &Value| -> Vec<String> {
+        page.as_array()
+            .expect("an array")
+            .iter()
+            .map(clock_id)
+            .collect()
+    };
+    let all = ids(&everything);
+    assert_eq!(all.len(), 7);
+
+    // Pages of 3, followed through their Link headers on another node: the same clocks in
+    // the same (id) order, and no Link after the last page.
+    let mut url = format!("{}{CLOCKS_PATH}?limit=3", cluster.api_url(3));
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let (status, headers, page) =
+            send(cluster.client().get(&url).bearer_auth(cluster.token())).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        assert!(ids(&page).len() <= 3, "{page}");
+        seen.extend(ids(&page));
+        let Some(link) = headers.get("link") else {
+            break;
+        };
+        let link = link.to_str().expect("a text header");
+        assert!(link.ends_with("; rel=\"next\""), "{link}");
+        url = link[1..link.find('>').expect("a bracketed URL")].to_string();
+        assert!(url.contains("limit=3") && url.contains("after="), "{url}");
+    }
+    assert_eq!((pages, seen), (3, all));
+
+    for (query, says) in [
+        ("limit=0", "limit must be a whole number from 1 to 10000"),
+        (
+            "limit=10001",
+            "limit must be a whole number from 1 to 10000",
+        ),
+        ("limt=3", "the list also takes limit and after"),
+    ] {
+        let (status, _, body) = list(&cluster, 1, query).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{query}: {message}");
+    }
+}
+
+#[tokio::test]
 async fn every_error_row_is_json_with_its_status() {
     let cluster = TestCluster::builder().nodes(3).max_clocks(2).start().await;
     let post = |node| authed(&cluster, Method::POST, node, CLOCKS_PATH);

@@ -143,17 +143,27 @@ pub async fn register(
     summary = "List clocks",
     description = "Every filter is optional; they combine with AND, and a value starting \
         with `!` negates it. PENDING clocks are left out unless `status` is given (Ticktok \
-        compat). Any other query key but `access_token` is a 400. Linearizable on every node.",
+        compat). Clocks come in id order. For a large cluster, `limit` answers one page and a \
+        `Link: <…>; rel=\"next\"` header gives the next one (`after` = the last id of this \
+        page); the body keeps its shape, a plain array. Any other query key but \
+        `access_token` is a 400. Linearizable on every node.",
     params(
         ("name" = Option<String>, Query, description = "The exact name, or `!name`"),
         ("schedule" = Option<String>, Query, description = "The exact schedule, or `!schedule`"),
         ("status" = Option<String>, Query, pattern = "^!?(PENDING|ACTIVE|PAUSED)$",
             description = "PENDING, ACTIVE or PAUSED, or one of them after `!`"),
         ("id" = Option<String>, Query, description = "The exact id, or `!id`"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000,
+            description = "At most this many clocks (1 to 10 000); without it, every match"),
+        ("after" = Option<String>, Query,
+            description = "Only clocks whose id sorts after this one: the last id of the \
+                previous page"),
     ),
     responses(
         (status = 200, description = "The matching clocks, without channels",
-            body = Vec<ClockView>),
+            body = Vec<ClockView>,
+            headers(("Link" = String, description = "With `limit`, when more clocks \
+                match: the next page's URL, `rel=\"next\"`"))),
         (status = 400, description = "An unknown filter key or status", body = ErrorBody),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
         (status = 503, description = "No leader reachable to confirm the read",
@@ -164,20 +174,87 @@ pub async fn list(
     State(app): State<AppState>,
     base: BaseUrl,
     RawQuery(query): RawQuery,
-) -> Result<Json<Vec<ClockView>>, ApiError> {
+) -> Result<Response, ApiError> {
     let query = query.unwrap_or_default();
-    let pairs = form_urlencoded::parse(query.as_bytes()).into_owned();
-    let filter =
-        ClockFilter::from_pairs(pairs).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let (page, filters) = Page::take(&pairs)?;
+    let filter = ClockFilter::from_pairs(filters).map_err(|error| {
+        ApiError::bad_request(format!("{error}; the list also takes limit and after"))
+    })?;
     app.replica.linearize().await?;
-    let state = app.replica.state().read();
-    let clocks = state.registry.list(&filter);
-    Ok(Json(
-        clocks
-            .iter()
-            .map(|clock| ClockView::of(clock, &base))
-            .collect(),
-    ))
+    let (clocks, more) = {
+        let state = app.replica.state().read();
+        state
+            .registry
+            .list_page(&filter, page.after.as_ref(), page.limit)
+    };
+    let views: Vec<ClockView> = clocks
+        .iter()
+        .map(|clock| ClockView::of(clock, &base))
+        .collect();
+    let mut response = Json(views).into_response();
+    if more && let Some(last) = clocks.last() {
+        let next = Page::next_link(&base, &pairs, last.id.as_str());
+        if let Ok(link) = HeaderValue::from_str(&next) {
+            response.headers_mut().insert(header::LINK, link);
+        }
+    }
+    Ok(response)
+}
+
+/// The most clocks one page of `GET /api/v1/clocks` holds.
+pub const MAX_PAGE: usize = 10_000;
+
+/// The paging keys of a list query: `limit` and `after`.
+struct Page {
+    limit: usize,
+    after: Option<ClockId>,
+}
+
+impl Page {
+    /// Takes `limit` and `after` out of the query pairs; the rest are filters.
+    fn take(pairs: &[(String, String)]) -> Result<(Page, Vec<(String, String)>), ApiError> {
+        let mut page = Page {
+            limit: usize::MAX,
+            after: None,
+        };
+        let mut filters = Vec::new();
+        for (key, value) in pairs {
+            match key.as_str() {
+                "limit" => {
+                    page.limit = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|limit| (1..=MAX_PAGE).contains(limit))
+                        .ok_or_else(|| {
+                            ApiError::bad_request(format!(
+                                "limit must be a whole number from 1 to {MAX_PAGE}, not {}",
+                                Excerpt::of(value)
+                            ))
+                        })?;
+                }
+                "after" => page.after = Some(ClockId::new(value.clone())),
+                _ => filters.push((key.clone(), value.clone())),
+            }
+        }
+        Ok((page, filters))
+    }
+
+    /// The URL of the page after the one that ended at `last`: the same query, with `after`.
+    fn next_link(base: &BaseUrl, pairs: &[(String, String)], last: &str) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (key, value) in pairs.iter().filter(|(key, _)| key != "after") {
+            query.append_pair(key, value);
+        }
+        query.append_pair("after", last);
+        format!(
+            "<{}/api/v1/clocks?{}>; rel=\"next\"",
+            base.0,
+            query.finish()
+        )
+    }
 }
 
 /// `GET /api/v1/clocks/{id}`.
