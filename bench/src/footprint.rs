@@ -96,7 +96,7 @@ async fn measure(
 }
 
 /// SIGKILLs `node`, restarts it, and times it until it answers a read of the population.
-async fn restart_to_serving(
+pub(crate) async fn restart_to_serving(
     http: &reqwest::Client,
     cluster: &TestCluster,
     node: u64,
@@ -131,7 +131,7 @@ async fn restart_to_serving(
     ))
 }
 
-fn rss_of_nodes(cluster: &TestCluster) -> Result<Vec<u64>, String> {
+pub(crate) fn rss_of_nodes(cluster: &TestCluster) -> Result<Vec<u64>, String> {
     cluster
         .node_ids()
         .into_iter()
@@ -156,7 +156,7 @@ fn parse_rss(status: &str) -> Option<u64> {
 }
 
 /// The size and build time of the last snapshot a node's log reports.
-fn last_snapshot(log: &str) -> Option<(u64, u64)> {
+pub(crate) fn last_snapshot(log: &str) -> Option<(u64, u64)> {
     let line = log
         .lines()
         .rev()

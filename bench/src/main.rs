@@ -1,10 +1,11 @@
 //! `bench`: tickd measured side by side with etcd and with a bare ticker, in one run.
 //!
 //! Run it through `scripts/bench [--quick]`, which builds everything in release mode first.
-//! Four scenarios run in order, each on fresh release-built 3-node clusters on 127.0.0.1:
+//! Five scenarios run in order, each on fresh release-built 3-node clusters on 127.0.0.1:
 //! registrations ([`register`], plain and with TLS, beside etcd), tick lateness
-//! ([`lateness`], beside the bare ticker), failover ([`failover`], plain and with TLS) and
-//! footprint ([`footprint`]). The run prints a table per
+//! ([`lateness`], beside the bare ticker), failover ([`failover`], plain and with TLS),
+//! footprint ([`footprint`]) and scale ([`scale`], a large population at rest beside frequent
+//! clocks, and the same cluster empty). The run prints a table per
 //! scenario and the headline figures, writes them all to `target/bench/latest.json`, and
 //! exits non-zero when a floor of the issue does not hold.
 
@@ -19,6 +20,7 @@ mod node_metrics;
 mod population;
 mod register;
 mod report;
+mod scale;
 mod stats;
 
 use std::path::PathBuf;
@@ -37,7 +39,7 @@ struct Args {
     /// The reduced profile (under 20 minutes on two cores).
     #[arg(long)]
     quick: bool,
-    /// Only these scenarios (register, lateness, failover, footprint); all by default.
+    /// Only these scenarios (register, lateness, failover, footprint, scale); all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results.
@@ -58,6 +60,8 @@ struct Profile {
     failover_clocks: usize,
     failover_kills: usize,
     footprint_clocks: usize,
+    scale_clocks: usize,
+    scale_frequent_clocks: usize,
 }
 
 const QUICK: Profile = Profile {
@@ -69,6 +73,8 @@ const QUICK: Profile = Profile {
     failover_clocks: 1_000,
     failover_kills: 5,
     footprint_clocks: 100_000,
+    scale_clocks: 200_000,
+    scale_frequent_clocks: 1_000,
 };
 
 const FULL: Profile = Profile {
@@ -80,6 +86,8 @@ const FULL: Profile = Profile {
     failover_clocks: 1_000,
     failover_kills: 20,
     footprint_clocks: 100_000,
+    scale_clocks: 1_000_000,
+    scale_frequent_clocks: 1_000,
 };
 
 /// How long the footprint scenario's unpolled clocks live before they count as abandoned.
@@ -179,6 +187,24 @@ async fn run(args: &Args) -> Result<Report, String> {
             println!("  {footprint:?}");
         }
         report.footprint = report.record("footprint", footprint);
+    }
+    if wanted("scale") {
+        let (clocks, frequent) = (profile.scale_clocks, profile.scale_frequent_clocks);
+        println!("== scale: {clocks} hourly clocks beside {frequent} polled every.1.seconds");
+        // The benchmark's one process holds a long poll per frequent clock: the caps on
+        // connections per address and on polls per node are raised above that.
+        let cluster = TestCluster::builder()
+            .nodes(3)
+            .rabbit_uri(None)
+            .clock_ttl_ms(FOOTPRINT_CLOCK_TTL_MS)
+            .snapshot_every(FOOTPRINT_SNAPSHOT_EVERY)
+            .setting("api_max_connections", "4096")
+            .setting("api_max_connections_per_address", "2048")
+            .setting("max_long_polls", "2048")
+            .start()
+            .await;
+        let scale = scale::run(&http, &cluster, clocks, frequent).await;
+        report.scale = report.record("scale", scale);
     }
 
     report.finished_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

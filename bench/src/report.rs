@@ -6,6 +6,7 @@ use crate::failover::FailoverResult;
 use crate::footprint::FootprintResult;
 use crate::lateness::LatenessRow;
 use crate::register::{self, RegisterRow, Target};
+use crate::scale::ScaleResult;
 use crate::stats::ratio;
 
 /// The clock count whose lateness is the headline figure.
@@ -47,6 +48,16 @@ pub struct Headline {
     pub failover_tls_lost_ticks: Option<usize>,
     /// Largest node RSS with 100 000 active clocks, divided by the clock count.
     pub bytes_per_clock: Option<f64>,
+    /// The busiest node's CPU at rest holding the scale population, percent of one core.
+    pub scale_idle_cpu_pct: Option<f64>,
+    /// The busiest node's CPU at rest when the same cluster was empty.
+    pub scale_idle_cpu_empty_pct: Option<f64>,
+    /// Largest node RSS holding the scale population, divided by its clocks.
+    pub scale_bytes_per_clock: Option<f64>,
+    /// p99 lateness of the frequent http clocks among the population.
+    pub scale_lateness_p99_ms: Option<f64>,
+    /// That p99 over the same clocks' p99 on the empty cluster.
+    pub scale_lateness_vs_empty_p99: Option<f64>,
 }
 
 /// Everything a run measured.
@@ -69,6 +80,8 @@ pub struct Report {
     pub failover_tls: Option<FailoverResult>,
     /// The footprint scenario.
     pub footprint: Option<FootprintResult>,
+    /// The scale scenario.
+    pub scale: Option<ScaleResult>,
     /// Floors that did not hold.
     pub floors_missed: Vec<String>,
     /// Scenarios that could not finish, and why.
@@ -133,6 +146,14 @@ impl Report {
         if let Some(footprint) = &self.footprint {
             headline.bytes_per_clock = Some(footprint.bytes_per_clock);
         }
+        if let Some(scale) = &self.scale {
+            headline.scale_idle_cpu_pct = Some(scale.idle_cpu_max_pct());
+            headline.scale_idle_cpu_empty_pct =
+                Some(scale.idle_cpu_empty_pct.iter().copied().fold(0.0, f64::max));
+            headline.scale_bytes_per_clock = Some(scale.bytes_per_clock);
+            headline.scale_lateness_p99_ms = Some(scale.frequent_lateness.p99_ms);
+            headline.scale_lateness_vs_empty_p99 = Some(scale.lateness_vs_empty_p99());
+        }
         self.floors_missed = floors_missed(&headline);
         self.headline = headline;
     }
@@ -168,7 +189,7 @@ struct Floor {
 }
 
 /// The floors, one place for the table and the check.
-const FLOORS: [Floor; 9] = [
+const FLOORS: [Floor; 12] = [
     Floor {
         figure: "register_per_s",
         bound: 2_000.0,
@@ -214,6 +235,21 @@ const FLOORS: [Floor; 9] = [
         bound: 1_024.0,
         at_least: false,
     },
+    Floor {
+        figure: "scale_idle_cpu_pct",
+        bound: 3.0,
+        at_least: false,
+    },
+    Floor {
+        figure: "scale_bytes_per_clock",
+        bound: 512.0,
+        at_least: false,
+    },
+    Floor {
+        figure: "scale_lateness_vs_empty_p99",
+        bound: 2.0,
+        at_least: false,
+    },
 ];
 
 impl Floor {
@@ -232,7 +268,7 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, Option<f64>); 14] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 19] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
@@ -254,6 +290,14 @@ impl Headline {
                 self.failover_tls_lost_ticks.map(|lost| lost as f64),
             ),
             ("bytes_per_clock", self.bytes_per_clock),
+            ("scale_idle_cpu_pct", self.scale_idle_cpu_pct),
+            ("scale_idle_cpu_empty_pct", self.scale_idle_cpu_empty_pct),
+            ("scale_bytes_per_clock", self.scale_bytes_per_clock),
+            ("scale_lateness_p99_ms", self.scale_lateness_p99_ms),
+            (
+                "scale_lateness_vs_empty_p99",
+                self.scale_lateness_vs_empty_p99,
+            ),
         ]
     }
 }

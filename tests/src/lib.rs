@@ -51,6 +51,7 @@ pub mod membership;
 pub mod pki;
 pub mod ports;
 pub mod power;
+pub mod process;
 pub mod proxy;
 pub mod rabbit;
 pub mod releases;

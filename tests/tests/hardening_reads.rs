@@ -66,35 +66,12 @@ async fn counter(cluster: &TestCluster, node: NodeId, metric: &str, labels: &[&s
         .sum()
 }
 
-/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .unwrap_or_else(|error| panic!("/proc/{pid}/stat: {error}"));
-    // The command name (field 2) may hold spaces; the fields after it are counted from its
-    // closing parenthesis. utime and stime are fields 14 and 15.
-    let after_name = &stat[stat.rfind(')').expect("a command name") + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    ticks as f64 / clock_ticks_per_second()
-}
-
-/// The kernel's clock ticks per second (`getconf CLK_TCK`), 100 on every Linux we run on.
-fn clock_ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
 /// The share of one core a process used over `window`.
 async fn cpu_share(pid: u32, window: Duration) -> f64 {
-    let before = cpu_seconds(pid);
-    tokio::time::sleep(window).await;
-    (cpu_seconds(pid) - before) / window.as_secs_f64()
+    let percent = tickd_tests::process::cpu_percent(&[pid], window)
+        .await
+        .unwrap_or_else(|error| panic!("the CPU of process {pid}: {error}"));
+    percent[0] / 100.0
 }
 
 /// HTTP clients bound to different loopback source addresses, so that hundreds of held polls

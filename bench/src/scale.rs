@@ -1,0 +1,314 @@
+//! Scenario 5: scale. One cluster holding a large population of hourly clocks (the cron jobs
+//! of a whole company) beside a thousand `every.1.seconds` http clocks that are polled: what
+//! the population costs at rest (CPU per node, beside the same node empty), in memory per
+//! clock, in registrations per second as it grows, in snapshot size and build time, in a
+//! follower's restart to serving and in a list by name; and whether the frequent clocks tick
+//! as punctually among the population as on an empty cluster.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::Value;
+use tickd_tests::TestCluster;
+use tickd_tests::process::cpu_percent;
+
+use crate::client::Registration;
+use crate::consumer::now_ms;
+use crate::footprint::{last_snapshot, restart_to_serving, rss_of_nodes};
+use crate::population::Population;
+use crate::stats::{Percentiles, ratio};
+
+/// The population's schedule: nothing falls due while the scenario runs.
+const HOURLY: &str = "every.1.hours";
+/// The frequent clocks' schedule.
+const FREQUENT: &str = "every.1.seconds";
+/// How long CPU is sampled at rest.
+const IDLE_WINDOW: Duration = Duration::from_secs(10);
+/// How long the frequent clocks' lateness is sampled, after a warm-up.
+const LATENESS_WINDOW: Duration = Duration::from_secs(20);
+const WARM_UP: Duration = Duration::from_secs(3);
+/// How long the population settles (a snapshot, the allocator) before it is measured.
+const SETTLE: Duration = Duration::from_secs(15);
+/// Population parts whose registration rate is reported one by one.
+const PARTS: usize = 4;
+/// Reads by name timed on a follower.
+const LIST_READS: usize = 50;
+/// The long poll's wait, in seconds.
+const POLL_WAIT_S: u64 = 5;
+/// Concurrent requests when the frequent clocks are registered, paused or resumed.
+const CONCURRENCY: usize = 64;
+
+/// What the scale scenario measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleResult {
+    /// Hourly clocks registered.
+    pub clocks: usize,
+    /// `every.1.seconds` http clocks beside them.
+    pub frequent_clocks: usize,
+    /// Registrations per second of each part of the population, in order, with the clock
+    /// count after it.
+    pub register_per_s: Vec<(usize, f64)>,
+    /// Each node's CPU at rest with no clock, percent of one core.
+    pub idle_cpu_empty_pct: Vec<f64>,
+    /// Each node's CPU at rest with the population (the frequent clocks paused).
+    pub idle_cpu_pct: Vec<f64>,
+    /// Each node's resident memory with the population, bytes.
+    pub rss_bytes: Vec<u64>,
+    /// The largest node's resident memory divided by the clocks it holds.
+    pub bytes_per_clock: f64,
+    /// The size of the last snapshot the leader built, bytes.
+    pub snapshot_bytes: u64,
+    /// How long building it took, ms.
+    pub snapshot_build_ms: u64,
+    /// From restarting a SIGKILLed follower to its first answered read, ms.
+    pub restart_to_serving_ms: f64,
+    /// `GET /api/v1/clocks?name=…` on a follower, one request at a time.
+    pub list_by_name: Percentiles,
+    /// The frequent clocks' lateness (long-poll receipt minus `scheduled_at`) on the cluster
+    /// before the population was registered.
+    pub frequent_lateness_empty: Percentiles,
+    /// The same among the population.
+    pub frequent_lateness: Percentiles,
+}
+
+impl ScaleResult {
+    /// The busiest node's CPU at rest with the population.
+    pub fn idle_cpu_max_pct(&self) -> f64 {
+        self.idle_cpu_pct.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// How much later the frequent clocks tick among the population than without it (p99).
+    pub fn lateness_vs_empty_p99(&self) -> f64 {
+        ratio(
+            self.frequent_lateness.p99_ms,
+            self.frequent_lateness_empty.p99_ms,
+        )
+    }
+}
+
+/// Runs the scenario on `cluster`, a fresh http-channel cluster.
+pub async fn run(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    clocks: usize,
+    frequent_clocks: usize,
+) -> Result<ScaleResult, String> {
+    let pids = pids(cluster)?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle_cpu_empty_pct = cpu_percent(&pids, IDLE_WINDOW).await?;
+    println!("  at rest, empty: {idle_cpu_empty_pct:.1?} % of a core");
+
+    let prefix = format!("scale-{}", now_ms() as u64);
+    let frequent = register_frequent(http, cluster, &prefix, frequent_clocks).await?;
+    let frequent_lateness_empty = lateness(http, cluster, &frequent).await?;
+    println!("  frequent clocks on the empty cluster: {frequent_lateness_empty:?}");
+    act_on_all(http, cluster, &frequent, "pause").await?;
+
+    let population = Population::new(&format!("{prefix}-hourly"), clocks, &[HOURLY]);
+    let mut register_per_s = Vec::new();
+    let mut registered = 0;
+    for part in population.parts(clocks.div_ceil(PARTS)) {
+        let load = part.register(http, cluster).await?;
+        registered += load.succeeded;
+        println!(
+            "  {registered} clocks, the last part at {:.0}/s",
+            load.per_s
+        );
+        register_per_s.push((registered, load.per_s));
+    }
+    tokio::time::sleep(SETTLE).await;
+    let idle_cpu_pct = cpu_percent(&pids, IDLE_WINDOW).await?;
+    println!("  at rest with {clocks} clocks: {idle_cpu_pct:.1?} % of a core");
+    let rss_bytes = rss_of_nodes(cluster)?;
+    let largest = rss_bytes.iter().copied().max().unwrap_or_default();
+    let bytes_per_clock = largest as f64 / (clocks + frequent_clocks) as f64;
+    let leader = cluster.leader().await.ok_or("no leader")?;
+    let (snapshot_bytes, snapshot_build_ms) =
+        last_snapshot(&cluster.log(leader)).ok_or("the leader built no snapshot")?;
+    let follower = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .ok_or("a cluster of one has no follower")?;
+    let list_by_name = list_by_name(http, cluster, follower, population.last_name()).await?;
+
+    act_on_all(http, cluster, &frequent, "resume").await?;
+    let frequent_lateness = lateness(http, cluster, &frequent).await?;
+    println!("  frequent clocks among the population: {frequent_lateness:?}");
+    act_on_all(http, cluster, &frequent, "pause").await?;
+    let restart_to_serving_ms = restart_to_serving(http, cluster, follower, &population).await?;
+
+    Ok(ScaleResult {
+        clocks,
+        frequent_clocks,
+        register_per_s,
+        idle_cpu_empty_pct,
+        idle_cpu_pct,
+        rss_bytes,
+        bytes_per_clock,
+        snapshot_bytes,
+        snapshot_build_ms,
+        restart_to_serving_ms,
+        list_by_name,
+        frequent_lateness_empty,
+        frequent_lateness,
+    })
+}
+
+fn pids(cluster: &TestCluster) -> Result<Vec<u32>, String> {
+    cluster
+        .node_ids()
+        .into_iter()
+        .map(|id| cluster.pid(id).ok_or(format!("node {id} is not running")))
+        .collect()
+}
+
+/// A frequent clock: its id and its pop URL.
+struct Frequent {
+    id: String,
+    url: String,
+}
+
+async fn register_frequent(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    prefix: &str,
+    count: usize,
+) -> Result<Vec<Frequent>, String> {
+    let nodes = cluster.node_ids();
+    let token = cluster.token().to_string();
+    let registered: Vec<Result<Frequent, String>> = futures::stream::iter(0..count)
+        .map(|n| {
+            let api = cluster.api_url(nodes[n % nodes.len()]);
+            let (token, name) = (token.clone(), format!("{prefix}-frequent-{n}"));
+            async move {
+                let body = Registration {
+                    api: &api,
+                    token: &token,
+                    name: &name,
+                    schedule: FREQUENT,
+                }
+                .send(http)
+                .await?;
+                let field = |value: &Value| value.as_str().map(str::to_owned);
+                Ok(Frequent {
+                    id: field(&body["id"]).ok_or("a clock without an id")?,
+                    url: field(&body["channel"]["details"]["url"]).ok_or("no pop url")?,
+                })
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    registered.into_iter().collect()
+}
+
+/// Pauses or resumes every frequent clock.
+async fn act_on_all(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    clocks: &[Frequent],
+    action: &str,
+) -> Result<(), String> {
+    let api = cluster.api_url(cluster.node_ids()[0]);
+    let results: Vec<Result<(), String>> = futures::stream::iter(clocks)
+        .map(|clock| {
+            let url = format!("{api}/api/v1/clocks/{}/{action}", clock.id);
+            async move {
+                let response = http
+                    .put(&url)
+                    .bearer_auth(cluster.token())
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
+                match response.status().is_success() {
+                    true => Ok(()),
+                    false => Err(format!("{url} answered {}", response.status())),
+                }
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// Long-polls every frequent clock, one poller each spread over the nodes, and measures each
+/// received tick's lateness during [`LATENESS_WINDOW`] after [`WARM_UP`].
+async fn lateness(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    clocks: &[Frequent],
+) -> Result<Percentiles, String> {
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let nodes = cluster.node_ids();
+    let pollers: Vec<_> = clocks
+        .iter()
+        .enumerate()
+        .map(|(n, clock)| {
+            let url = tickd_tests::api::on_node(cluster, nodes[n % nodes.len()], &clock.url);
+            let (http, samples) = (http.clone(), samples.clone());
+            tokio::spawn(async move {
+                let url = format!("{url}?wait={POLL_WAIT_S}");
+                while started.elapsed() < WARM_UP + LATENESS_WINDOW {
+                    let Ok(response) = http.get(&url).send().await else {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    };
+                    let Ok(ticks) = response.json::<Vec<Value>>().await else {
+                        continue;
+                    };
+                    let received = now_ms();
+                    if started.elapsed() < WARM_UP {
+                        continue;
+                    }
+                    let late = ticks.iter().filter_map(|tick| {
+                        let at = tick["scheduled_at"].as_str()?;
+                        let scheduled = chrono::DateTime::parse_from_rfc3339(at).ok()?;
+                        Some(received - scheduled.timestamp_millis() as f64)
+                    });
+                    if let Ok(mut samples) = samples.lock() {
+                        samples.extend(late);
+                    }
+                }
+            })
+        })
+        .collect();
+    for poller in pollers {
+        poller.await.map_err(|e| format!("a poller failed: {e}"))?;
+    }
+    let samples = std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
+    if samples.is_empty() {
+        return Err("the frequent clocks delivered no tick".into());
+    }
+    Ok(Percentiles::of_ms(samples))
+}
+
+/// Times `GET /api/v1/clocks?name=…` on `node`, one request at a time.
+async fn list_by_name(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+    node: u64,
+    name: &str,
+) -> Result<Percentiles, String> {
+    let url = format!("{}/api/v1/clocks?name={name}", cluster.api_url(node));
+    let mut took = Vec::with_capacity(LIST_READS);
+    for _ in 0..LIST_READS {
+        let started = Instant::now();
+        let response = http
+            .get(&url)
+            .bearer_auth(cluster.token())
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("{url} answered {}", response.status()));
+        }
+        response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+        took.push(started.elapsed());
+    }
+    Ok(Percentiles::of(&took))
+}
