@@ -371,10 +371,11 @@ async fn idle_long_polls_cost_the_leader_little_and_a_tick_still_wakes_its_poll(
                 counts
             })
     );
-    // 8 % → 42 % before per-queue wakes on a release build; generous room for a debug build on a
-    // shared two-core box, and still far below waking every poll on every Raft event.
+    // 8 % → 42 % before per-queue wakes on a release build. The bound, 5 points, on a
+    // debug build: measured −0.9 to +1.5 points, and the figure is the leader's own CPU time,
+    // which other load on the box slows but does not add to.
     assert!(
-        added < 0.10,
+        added < 0.05,
         "500 idle long polls added {:.1} points of CPU on the leader ({:.1} % → {:.1} %)",
         added * 100.0,
         idle * 100.0,
