@@ -32,6 +32,30 @@ fn count(stats: &Value, field: &str) -> u64 {
     stats[field].as_u64().unwrap_or(0)
 }
 
+/// Waits until the figures of clock `id`, read through `node`, satisfy `holds`.
+async fn figures_until(
+    cluster: &TestCluster,
+    node: NodeId,
+    id: &str,
+    what: &str,
+    holds: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(
+        what,
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || async {
+            let stats = stats_of(cluster, node, id).await?;
+            if holds(&stats) {
+                Ok(stats)
+            } else {
+                Err(format!("not yet: {stats}"))
+            }
+        },
+    )
+    .await
+}
+
 /// The series windows of the answer of `node`.
 async fn series(cluster: &TestCluster, node: NodeId) -> Vec<Value> {
     let (status, _, body) = send(authed(cluster, Method::GET, node, "/api/v1/stats")).await;
@@ -71,18 +95,12 @@ async fn rabbit_deliveries_and_an_outage_show_in_the_same_figures_on_every_node(
     let id = clock_id(&listed[0]);
 
     // Ticks flow: the follower's figures follow the broker's confirmations.
-    let delivered = eventually(
+    let delivered = figures_until(
+        &cluster,
+        follower,
+        &id,
         "three delivered ticks in the statistics",
-        Duration::from_secs(20),
-        Duration::from_millis(250),
-        || async {
-            let stats = stats_of(&cluster, follower, &id).await?;
-            if count(&stats, "delivered") >= 3 {
-                Ok(stats)
-            } else {
-                Err(format!("not yet: {stats}"))
-            }
-        },
+        |stats| count(stats, "delivered") >= 3,
     )
     .await;
     let last = &delivered["last_tick"];
@@ -108,18 +126,16 @@ async fn rabbit_deliveries_and_an_outage_show_in_the_same_figures_on_every_node(
     tokio::time::sleep(Duration::from_secs(6)).await;
     cluster.restart_all();
     cluster.wait_for_leader(Duration::from_secs(30)).await;
-    let after = eventually(
+    let before = count(&delivered, "delivered");
+    let after = figures_until(
+        &cluster,
+        follower,
+        &id,
         "late and coalesced ticks after the outage, and deliveries added to those before it",
-        Duration::from_secs(30),
-        Duration::from_millis(250),
-        || async {
-            let stats = stats_of(&cluster, follower, &id).await?;
-            let more = count(&stats, "delivered") > count(&delivered, "delivered");
-            if count(&stats, "coalesced") >= 2 && count(&stats, "late") >= 1 && more {
-                Ok(stats)
-            } else {
-                Err(format!("not yet: {stats}"))
-            }
+        |stats| {
+            count(stats, "coalesced") >= 2
+                && count(stats, "late") >= 1
+                && count(stats, "delivered") > before
         },
     )
     .await;
@@ -184,19 +200,9 @@ async fn an_http_queue_counts_its_dropped_ticks_and_a_pop_its_deliveries() {
 
     // Nobody polls: the queue keeps its newest 3 ticks (at most one of them not yet due: the
     // leader files 600 ms ahead) and drops the older ones.
-    let full = eventually(
-        "dropped ticks",
-        Duration::from_secs(20),
-        Duration::from_millis(250),
-        || async {
-            let stats = stats_of(&cluster, follower, &id).await?;
-            if count(&stats, "dropped") >= 2 {
-                Ok(stats)
-            } else {
-                Err(format!("not yet: {stats}"))
-            }
-        },
-    )
+    let full = figures_until(&cluster, follower, &id, "dropped ticks", |stats| {
+        count(stats, "dropped") >= 2
+    })
     .await;
     assert_eq!(count(&full, "delivered"), 0, "{full}");
     assert!(full["last_tick"].is_null(), "{full}");
