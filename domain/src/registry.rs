@@ -1961,7 +1961,7 @@ mod tests {
             rabbit.last,
             Some(Delivery {
                 due_at_ms: 90_000,
-                delivered_at_ms: 165_000,
+                lateness_ms: 75_000,
                 manual: false,
             })
         );
@@ -1976,7 +1976,7 @@ mod tests {
             http.recent.iter().collect::<Vec<_>>(),
             vec![25_000, 15_000, 5_000]
         );
-        assert_eq!(http.last.map(|last| last.lateness_ms()), Some(5_000));
+        assert_eq!(http.last.map(|last| last.lateness_ms), Some(5_000));
         // The series: one window per intent, and the deliveries in the second.
         let windows: Vec<SeriesBucket> = registry.ledger().series.buckets().copied().collect();
         assert_eq!(

@@ -7,7 +7,7 @@
 //! each to the broker, an intent knows which of its ticks are late or coalesced. So every node
 //! answers the same, and the figures survive failovers and restarts. Their size is fixed
 //! whatever the traffic: one [`ClockStats`] per clock (counters, one [`Delivery`] and the last
-//! [`RECENT_TICKS`] latenesses, about 100 bytes) and one [`DeliverySeries`] of
+//! [`RECENT_TICKS`] latenesses, 56 bytes) and one [`DeliverySeries`] of
 //! [`SERIES_BUCKETS`] buckets for the whole cluster.
 //!
 //! A tick's lateness is the time from its instant to its delivery: for a RabbitMQ clock, to
@@ -35,37 +35,49 @@ pub const SERIES_BUCKETS: usize = 90;
 pub struct Delivery {
     /// The tick's instant (its `scheduled_at`), in milliseconds since the epoch.
     pub due_at_ms: u64,
-    /// When it was delivered: handed to the broker, or returned by a pop.
-    pub delivered_at_ms: u64,
+    /// How long after its instant it was delivered (handed to the broker, or returned by a
+    /// pop), in milliseconds; a lateness beyond `u32::MAX` (49 days) is kept as that.
+    pub lateness_ms: u32,
     /// Whether it was a manual tick.
     pub manual: bool,
 }
 
 impl Delivery {
-    /// How long after its instant the tick was delivered.
-    pub fn lateness_ms(&self) -> u64 {
-        self.delivered_at_ms.saturating_sub(self.due_at_ms)
+    /// The tick due at `due_at_ms` delivered at `delivered_at_ms` (never before its instant;
+    /// an earlier stamp, from a clock behind the proposer's, counts as on time).
+    pub fn of(due_at_ms: u64, delivered_at_ms: u64, manual: bool) -> Delivery {
+        let lateness = delivered_at_ms.saturating_sub(due_at_ms);
+        Delivery {
+            due_at_ms,
+            lateness_ms: u32::try_from(lateness).unwrap_or(u32::MAX),
+            manual,
+        }
+    }
+
+    /// When it was delivered.
+    pub fn delivered_at_ms(&self) -> u64 {
+        self.due_at_ms.saturating_add(u64::from(self.lateness_ms))
     }
 }
 
 /// The latenesses of a clock's last [`RECENT_TICKS`] delivered ticks, in milliseconds, in a
-/// fixed array (no allocation per clock). Serialized as a list, oldest first; a longer list
-/// loads as its last [`RECENT_TICKS`].
+/// fixed array of 16-bit values (18 bytes per clock, no allocation): a lateness beyond
+/// 65 535 ms is kept as 65 535. Serialized as a list, oldest first; a longer list loads as its
+/// last [`RECENT_TICKS`], and larger values load as 65 535.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-#[serde(from = "Vec<u32>", into = "Vec<u32>")]
+#[serde(from = "Vec<u64>", into = "Vec<u16>")]
 pub struct RecentLateness {
     /// A ring: `len` values, the oldest at `(next + RECENT_TICKS - len) % RECENT_TICKS`.
-    values: [u32; RECENT_TICKS],
+    values: [u16; RECENT_TICKS],
     len: u8,
     next: u8,
 }
 
 impl RecentLateness {
-    /// Remembers one lateness, forgetting the oldest when full. Latenesses beyond `u32::MAX`
-    /// milliseconds (49 days) are kept as that.
+    /// Remembers one lateness, forgetting the oldest when full.
     pub fn push(&mut self, lateness_ms: u64) {
         let slot = usize::from(self.next);
-        self.values[slot] = u32::try_from(lateness_ms).unwrap_or(u32::MAX);
+        self.values[slot] = u16::try_from(lateness_ms).unwrap_or(u16::MAX);
         self.next = u8::try_from((slot + 1) % RECENT_TICKS).unwrap_or(0);
         if usize::from(self.len) < RECENT_TICKS {
             self.len = self.len.saturating_add(1);
@@ -73,7 +85,7 @@ impl RecentLateness {
     }
 
     /// The remembered latenesses, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
         let len = usize::from(self.len);
         let first = (usize::from(self.next) + RECENT_TICKS - len) % RECENT_TICKS;
         (0..len).map(move |offset| self.values[(first + offset) % RECENT_TICKS])
@@ -95,38 +107,38 @@ impl PartialEq for RecentLateness {
 
 impl Eq for RecentLateness {}
 
-impl From<Vec<u32>> for RecentLateness {
-    fn from(values: Vec<u32>) -> Self {
+impl From<Vec<u64>> for RecentLateness {
+    fn from(values: Vec<u64>) -> Self {
         let mut recent = RecentLateness::default();
         let skip = values.len().saturating_sub(RECENT_TICKS);
         for value in values.into_iter().skip(skip) {
-            recent.push(u64::from(value));
+            recent.push(value);
         }
         recent
     }
 }
 
-impl From<RecentLateness> for Vec<u32> {
+impl From<RecentLateness> for Vec<u16> {
     fn from(recent: RecentLateness) -> Self {
         recent.iter().collect()
     }
 }
 
 /// What became of one clock's ticks since it was registered (or since its cluster reached
-/// level 2). Counters saturate.
+/// level 2). 56 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClockStats {
     /// Ticks delivered: confirmed by the broker, or returned by a pop (a retried pop counts
     /// once).
-    pub delivered: u64,
+    pub delivered: u32,
     /// Scheduled ticks filed after their instant: a leader change, a stall or an outage
     /// delayed them.
-    pub late: u64,
+    pub late: u32,
     /// Missed ticks older than the catch-up window, folded into a later tick.
-    pub coalesced: u64,
+    pub coalesced: u32,
     /// Ticks dropped from the clock's full http queue (`http_queue_limit`).
-    pub dropped: u64,
+    pub dropped: u32,
     /// The last delivered tick.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last: Option<Delivery>,
@@ -138,15 +150,27 @@ pub struct ClockStats {
 impl ClockStats {
     /// Records one delivered tick.
     pub fn delivered(&mut self, delivery: Delivery) {
-        self.delivered = self.delivered.saturating_add(1);
-        self.recent.push(delivery.lateness_ms());
+        add(&mut self.delivered, 1);
+        self.recent.push(u64::from(delivery.lateness_ms));
         self.last = Some(delivery);
+    }
+
+    /// Adds to the counts of late, coalesced and dropped ticks.
+    pub fn missed(&mut self, late: u64, coalesced: u64, dropped: u64) {
+        add(&mut self.late, late);
+        add(&mut self.coalesced, coalesced);
+        add(&mut self.dropped, dropped);
     }
 
     /// Whether nothing has been recorded (such statistics are left out of a snapshot).
     pub fn is_empty(&self) -> bool {
         *self == ClockStats::default()
     }
+}
+
+/// Adds `count` to a saturating counter.
+fn add(counter: &mut u32, count: u64) {
+    *counter = counter.saturating_add(u32::try_from(count).unwrap_or(u32::MAX));
 }
 
 /// What happened to the cluster's ticks during one [`SERIES_BUCKET_MS`] window.
@@ -269,39 +293,54 @@ mod tests {
             vec![3, 4, 5, 6, 7, 8, 9, 10]
         );
         recent.push(u64::MAX);
-        assert_eq!(recent.iter().last(), Some(u32::MAX));
-        let loaded = RecentLateness::from((0..20).collect::<Vec<u32>>());
+        assert_eq!(recent.iter().last(), Some(u16::MAX));
+        let loaded = RecentLateness::from((0..20).collect::<Vec<u64>>());
         assert_eq!(
             loaded.iter().collect::<Vec<_>>(),
             (12..20).collect::<Vec<_>>()
         );
-        let round_trip: Vec<u32> = RecentLateness::from(vec![5, 6]).into();
+        let round_trip: Vec<u16> = RecentLateness::from(vec![5, 6]).into();
         assert_eq!(round_trip, vec![5, 6]);
         // A full ring equals its reloaded self, wherever its oldest value sits.
-        let reloaded = RecentLateness::from(Vec::<u32>::from(recent));
+        let saved: Vec<u16> = recent.into();
+        let reloaded = RecentLateness::from(saved.into_iter().map(u64::from).collect::<Vec<_>>());
         assert_eq!(reloaded, recent);
         assert_ne!(reloaded, RecentLateness::from(vec![1, 2]));
+        assert_eq!(
+            RecentLateness::from(vec![1 << 40])
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![u16::MAX],
+            "a loaded value beyond the range is kept as its largest"
+        );
     }
 
     #[test]
     fn a_delivery_counts_and_is_remembered_with_its_lateness() {
         let mut stats = ClockStats::default();
         assert!(stats.is_empty());
-        let delivery = Delivery {
-            due_at_ms: 10_000,
-            delivered_at_ms: 10_250,
-            manual: false,
-        };
+        let delivery = Delivery::of(10_000, 10_250, false);
+        assert_eq!(delivery.lateness_ms, 250);
+        assert_eq!(delivery.delivered_at_ms(), 10_250);
         stats.delivered(delivery);
         assert_eq!(stats.delivered, 1);
         assert_eq!(stats.last, Some(delivery));
         assert_eq!(stats.recent.iter().collect::<Vec<_>>(), vec![250]);
-        let early = Delivery {
-            due_at_ms: 20_000,
-            delivered_at_ms: 19_000,
-            manual: true,
-        };
-        assert_eq!(early.lateness_ms(), 0);
+        assert_eq!(Delivery::of(20_000, 19_000, true).lateness_ms, 0);
+        assert_eq!(Delivery::of(0, u64::MAX, false).lateness_ms, u32::MAX);
+        stats.missed(u64::MAX, 2, 3);
+        assert_eq!(
+            (stats.late, stats.coalesced, stats.dropped),
+            (u32::MAX, 2, 3)
+        );
+        stats.missed(1, 0, 0);
+        assert_eq!(stats.late, u32::MAX, "counters saturate");
+    }
+
+    #[test]
+    fn a_clocks_statistics_stay_small() {
+        // Every clock carries one: at a million clocks each byte here is a megabyte per node.
+        assert!(size_of::<ClockStats>() <= 56);
     }
 
     #[test]

@@ -520,25 +520,20 @@ impl TickLedger {
     /// Records a delivered tick in its clock's statistics and in the series: handed to the
     /// broker or popped at `delivered_at_ms`.
     pub fn note_delivered(&mut self, tick: &Tick, delivered_at_ms: u64) {
-        let delivery = Delivery {
-            due_at_ms: tick.due_at_ms,
-            delivered_at_ms,
-            manual: tick.manual,
-        };
+        let delivery = Delivery::of(tick.due_at_ms, delivered_at_ms, tick.manual);
         if let Some(cursor) = self.cursors.get_mut(&tick.clock) {
             cursor.stats.delivered(delivery);
         }
         self.series
-            .delivered(delivered_at_ms, delivery.lateness_ms());
+            .delivered(delivered_at_ms, u64::from(delivery.lateness_ms));
     }
 
     /// Adds to a clock's counts of late, coalesced and dropped ticks.
     pub fn note_missed(&mut self, clock: &ClockId, missed: &Filed) {
         if let Some(cursor) = self.cursors.get_mut(clock) {
-            let stats = &mut cursor.stats;
-            stats.late = stats.late.saturating_add(missed.late);
-            stats.coalesced = stats.coalesced.saturating_add(missed.coalesced);
-            stats.dropped = stats.dropped.saturating_add(missed.dropped);
+            cursor
+                .stats
+                .missed(missed.late, missed.coalesced, missed.dropped);
         }
     }
 

@@ -60,18 +60,20 @@ pub struct ClockTicks {
     name: String,
     /// Its schedule.
     schedule: String,
-    /// Ticks delivered: confirmed by RabbitMQ, or returned by a pop.
-    delivered: u64,
+    /// Ticks delivered: confirmed by RabbitMQ, or returned by a pop. Each count stops at
+    /// 4 294 967 295.
+    delivered: u32,
     /// Scheduled ticks filed after their instant (a leader change, a stall, an outage).
-    late: u64,
+    late: u32,
     /// Missed ticks older than the catch-up window, folded into a later tick.
-    coalesced: u64,
+    coalesced: u32,
     /// Ticks dropped from the clock's full http queue.
-    dropped: u64,
+    dropped: u32,
     /// The last delivered tick; null before the first.
     last_tick: Option<LastTick>,
-    /// How late the last few delivered ticks were, in milliseconds, oldest first (at most 8).
-    recent_lateness_ms: Vec<u32>,
+    /// How late the last few delivered ticks were, in milliseconds, oldest first (at most 8;
+    /// a lateness beyond 65 535 ms shows as 65 535: `last_tick` has the exact one).
+    recent_lateness_ms: Vec<u16>,
 }
 
 /// A clock's last delivered tick.
@@ -117,8 +119,8 @@ impl TickStats {
                     dropped: stats.dropped,
                     last_tick: stats.last.map(|last| LastTick {
                         scheduled_at: rfc3339_millis(last.due_at_ms),
-                        delivered_at: rfc3339_millis(last.delivered_at_ms),
-                        lateness_ms: last.lateness_ms(),
+                        delivered_at: rfc3339_millis(last.delivered_at_ms()),
+                        lateness_ms: u64::from(last.lateness_ms),
                         manual: last.manual,
                     }),
                     recent_lateness_ms: stats.recent.iter().collect(),
