@@ -97,8 +97,14 @@ impl Population {
         let load = drive(CONCURRENCY, clocks.len(), move |index| {
             let (http, token) = (http.clone(), token.clone());
             let api = urls[index % urls.len()].clone();
-            let (name, schedule) = clocks[index].clone();
+            // Past the population: a client's unmeasured first request, which only opens its
+            // connection (see `drive`).
+            let clock = clocks.get(index).cloned();
             async move {
+                let Some((name, schedule)) = clock else {
+                    let health = http.get(format!("{api}/mgmt/health")).send().await;
+                    return health.map(drop).map_err(|e| format!("{api}: {e}"));
+                };
                 let registration = Registration {
                     api: &api,
                     token: &token,
