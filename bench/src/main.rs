@@ -192,10 +192,12 @@ async fn run(args: &Args) -> Result<Report, String> {
         let (clocks, frequent) = (profile.scale_clocks, profile.scale_frequent_clocks);
         println!("== scale: {clocks} hourly clocks beside {frequent} polled every.1.seconds");
         // The benchmark's one process holds a long poll per frequent clock: the caps on
-        // connections per address and on polls per node are raised above that.
+        // connections per address and on polls per node are raised above that, and the
+        // clock limit (1 000 000 by default) above the population.
         let cluster = TestCluster::builder()
             .nodes(3)
             .rabbit_uri(None)
+            .max_clocks(u64::try_from(2 * (clocks + frequent)).unwrap_or(u64::MAX))
             .clock_ttl_ms(FOOTPRINT_CLOCK_TTL_MS)
             .snapshot_every(FOOTPRINT_SNAPSHOT_EVERY)
             .setting("api_max_connections", "4096")

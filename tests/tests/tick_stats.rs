@@ -11,7 +11,18 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{action, anonymous, authed, clock_id, pop, register, send};
 use tickd_tests::rabbit::{self, Consumers};
-use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
+use tickd_tests::{NodeId, TestCluster, TestClusterBuilder, eventually, unique_name};
+
+/// Starts the cluster of `builder`, waits until it keeps statistics (level 2, which its leader
+/// sets within seconds of the forming), and returns it with one of its followers.
+async fn counting(builder: TestClusterBuilder) -> (TestCluster, NodeId) {
+    let cluster = builder.start().await;
+    cluster
+        .wait_for_cluster_level(2, Duration::from_secs(30))
+        .await;
+    let follower = cluster.a_follower(Duration::from_secs(20)).await;
+    (cluster, follower)
+}
 
 /// The figures of one clock, read through `node`.
 async fn stats_of(cluster: &TestCluster, node: NodeId, id: &str) -> Result<Value, String> {
@@ -72,16 +83,13 @@ fn series_total(windows: &[Value], field: &str) -> u64 {
 async fn rabbit_deliveries_and_an_outage_show_in_the_same_figures_on_every_node() {
     let broker = rabbit::broker().await;
     // A short catch-up window, so that a few seconds of outage coalesce missed ticks.
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .rabbit_uri(Some(broker.clone()))
-        .setting("catch_up_ms", "2000")
-        .start()
-        .await;
-    cluster
-        .wait_for_cluster_level(2, Duration::from_secs(30))
-        .await;
-    let follower = cluster.a_follower(Duration::from_secs(20)).await;
+    let (cluster, follower) = counting(
+        TestCluster::builder()
+            .nodes(3)
+            .rabbit_uri(Some(broker.clone()))
+            .setting("catch_up_ms", "2000"),
+    )
+    .await;
     let name = unique_name("stats-rabbit");
     let consumers =
         Consumers::of_new_clock(&cluster, follower, &name, "every.1.seconds", &broker).await;
@@ -180,15 +188,12 @@ async fn rabbit_deliveries_and_an_outage_show_in_the_same_figures_on_every_node(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http_queue_counts_its_dropped_ticks_and_a_pop_its_deliveries() {
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .setting("http_queue_limit", "3")
-        .start()
-        .await;
-    cluster
-        .wait_for_cluster_level(2, Duration::from_secs(30))
-        .await;
-    let follower = cluster.a_follower(Duration::from_secs(20)).await;
+    let (cluster, follower) = counting(
+        TestCluster::builder()
+            .nodes(3)
+            .setting("http_queue_limit", "3"),
+    )
+    .await;
     let name = unique_name("stats-http");
     let (status, _, created) = register(&cluster, follower, &name, "every.1.seconds").await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
