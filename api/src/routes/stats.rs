@@ -196,10 +196,14 @@ pub async fn stats(
     let now_ms = app.replica.clock().now_ms();
     let state = app.replica.state().read();
     let registry = &state.registry;
-    let matching = registry.clocks().filter(|clock| filter.matches(clock));
-    let matched = registry
-        .clocks()
-        .filter(|clock| filter.matches(clock))
-        .count();
-    Ok(Json(TickStats::of(registry, matching, matched, now_ms)))
+    // One pass: every match is counted, the first MAX_CLOCKS are described.
+    let mut matched = 0;
+    let mut described = Vec::new();
+    for clock in registry.clocks().filter(|clock| filter.matches(clock)) {
+        matched += 1;
+        if described.len() < MAX_CLOCKS {
+            described.push(clock);
+        }
+    }
+    Ok(Json(TickStats::of(registry, described, matched, now_ms)))
 }
