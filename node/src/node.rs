@@ -151,7 +151,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
 
     let tls = config.tls.as_ref().map(tls::load).transpose()?;
     let (log_store, state_machine, state) = tickd_storage::open(&data_dir)?;
-    let raft_config = Arc::new(tickd_raft::timing::raft_config(config.snapshot_every)?);
+    let raft_config = Arc::new(tickd_raft::timing::raft_config()?);
     let peer_security = match &tls {
         Some(tls) => PeerSecurity::MutualTls(Box::new(tls.peers.clone())),
         None => PeerSecurity::Secret,
@@ -265,6 +265,11 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         stopped.clone(),
     ));
     tokio::spawn(tickd_raft::telemetry::watch(raft.clone(), stopped.clone()));
+    tokio::spawn(tickd_raft::snapshot_pace::run(
+        raft.clone(),
+        config.snapshot_every,
+        stopped.clone(),
+    ));
     tokio::spawn(tickd_raft::clock_monitor::run(
         replica.clone(),
         stopped.clone(),

@@ -61,6 +61,7 @@ pub mod proof;
 pub mod replica;
 pub mod rpc;
 pub mod secret;
+pub mod snapshot_pace;
 pub mod state;
 pub mod status;
 pub mod telemetry;

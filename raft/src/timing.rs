@@ -33,18 +33,20 @@ pub const ELECTION_TIMEOUT_MAX_MS: u64 = 600;
 pub const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 10_000;
 /// Size of one snapshot chunk on the wire.
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
-/// Default number of applied entries between two snapshots.
+/// Default number of applied entries between two snapshots (at least; see
+/// [`crate::snapshot_pace`]).
 pub const DEFAULT_SNAPSHOT_EVERY: u64 = 10_000;
 
-/// The openraft configuration of a tickd node. `snapshot_every` is the number of log entries
-/// after which a snapshot is built and the log before it purged.
-pub fn raft_config(snapshot_every: u64) -> Result<Config, Box<openraft::ConfigError>> {
+/// The openraft configuration of a tickd node. openraft builds no snapshot on its own: the
+/// node asks for them at the pace of [`crate::snapshot_pace`], and each one purges the log
+/// before it.
+pub fn raft_config() -> Result<Config, Box<openraft::ConfigError>> {
     Config {
         cluster_name: "tickd".to_string(),
         heartbeat_interval: HEARTBEAT_MS,
         election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
         election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
+        snapshot_policy: SnapshotPolicy::Never,
         snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
         install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
         // Keep no log behind a snapshot: a lagging follower gets the snapshot instead.

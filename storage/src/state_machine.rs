@@ -79,6 +79,28 @@ fn snapshot_id(last_applied: Option<LogId<NodeId>>, nonce: u128) -> String {
     }
 }
 
+/// Serializes the applied state, under its read lock, to a temporary snapshot file.
+fn write_state(state: &StateHandle, snapshots: &SnapshotFile) -> Result<WrittenState, String> {
+    let started = Instant::now();
+    let state = state.read();
+    let nonce = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    let meta = Meta {
+        last_log_id: state.last_applied,
+        last_membership: state.membership.clone(),
+        snapshot_id: snapshot_id(state.last_applied, nonce),
+    };
+    snapshots
+        .write("built", &meta, &*state)
+        .map(|pending| WrittenState {
+            pending,
+            writing: started.elapsed(),
+        })
+        .map_err(|error| format!("the state could not be written: {error}"))
+}
+
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> StoreResult<Snapshot<TypeConfig>> {
         let started = Instant::now();
@@ -173,27 +195,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     /// readers go on, applies wait about as long as a copy took, and the node never holds two
     /// registries (or a registry and its encoding) at once. The writes reach the page cache
     /// only; the fsync happens in `build_snapshot`, off the lock.
+    ///
+    /// The writing runs on a blocking thread: at a million clocks it takes seconds, and on a
+    /// runtime thread it held up everything else that thread serves (heartbeats, votes, the
+    /// API), so followers missed their leader and elections followed.
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        let started = Instant::now();
-        let state = self.state.read();
-        let nonce = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_nanos())
-            .unwrap_or_default();
-        let meta = Meta {
-            last_log_id: state.last_applied,
-            last_membership: state.membership.clone(),
-            snapshot_id: snapshot_id(state.last_applied, nonce),
-        };
-        let written = self
-            .snapshots
-            .write("built", &meta, &*state)
-            .map(|pending| WrittenState {
-                pending,
-                writing: started.elapsed(),
-            })
-            .map_err(|error| format!("the state could not be written: {error}"));
-        drop(state);
+        let state = self.state.clone();
+        let snapshots = self.snapshots.clone();
+        let written = tokio::task::spawn_blocking(move || write_state(&state, &snapshots))
+            .await
+            .unwrap_or_else(|error| Err(format!("the snapshot writer failed: {error}")));
         SnapshotBuilder {
             written,
             snapshots: self.snapshots.clone(),
