@@ -55,6 +55,7 @@ mod due_index;
 mod excerpt;
 mod filter;
 pub mod level;
+mod literals;
 mod pair_index;
 mod registry;
 mod restore;

@@ -1,20 +1,23 @@
-//! The index from a clock's identity, its (name, schedule literal) pair, to its id.
+//! The index from a clock's identity, its (name, schedule literal) pair, to its id; and from
+//! a name to the clocks of that name.
 //!
 //! A registration must find the clock of its pair, so every clock is indexed by it. Keyed by
-//! the pair itself, the index held a second copy of every name and literal; keyed by a 64-bit
-//! hash of the pair, an entry is a number and a shared id. Two pairs may share a hash, so a
-//! lookup checks each candidate's own name and literal: a collision costs a comparison, never
-//! a wrong answer.
+//! the pair itself, the index held a second copy of every name and literal; keyed by 64-bit
+//! hashes of the name and of the literal, an entry is two numbers and a shared id. Two names
+//! (or literals) may share a hash, so a lookup checks each candidate's own name and literal: a
+//! collision costs a comparison, never a wrong answer. The name's hash comes first, so the
+//! clocks of one name are one range of the index: a list by name (`?name=`) costs the clocks
+//! of that name, not a pass over the registry.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::clock::{Clock, ClockId};
 
-/// Clock ids by the hash of their (name, schedule literal) pair.
+/// Clock ids by the hashes of their name and schedule literal.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PairIndex {
-    entries: BTreeSet<(u64, ClockId)>,
+    entries: BTreeSet<(u64, u64, ClockId)>,
 }
 
 impl PairIndex {
@@ -35,30 +38,43 @@ impl PairIndex {
         name: &str,
         literal: &str,
     ) -> Option<&'a Clock> {
-        let hash = pair_hash(name, literal);
+        let key = (hash_of(name), hash_of(literal));
         self.entries
-            .range((hash, ClockId::new(String::new()))..)
-            .take_while(|(candidate, _)| *candidate == hash)
-            .filter_map(|(_, id)| clocks.get(id))
+            .range((key.0, key.1, ClockId::new(String::new()))..)
+            .take_while(|(name, literal, _)| (*name, *literal) == key)
+            .filter_map(|(_, _, id)| clocks.get(id))
             .find(|clock| clock.name == name && clock.schedule.as_str() == literal)
+    }
+
+    /// The clocks of `clocks` named `name`, in no particular order.
+    pub(crate) fn named<'a>(
+        &'a self,
+        clocks: &'a BTreeMap<ClockId, Clock>,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a Clock> + 'a {
+        let hash = hash_of(name);
+        self.entries
+            .range((hash, 0, ClockId::new(String::new()))..)
+            .take_while(move |(candidate, _, _)| *candidate == hash)
+            .filter_map(|(_, _, id)| clocks.get(id))
+            .filter(move |clock| clock.name == name)
     }
 }
 
-/// The index entry of `clock`: its pair's hash and its (shared) id.
-fn entry_of(clock: &Clock) -> (u64, ClockId) {
+/// The index entry of `clock`: its name's and literal's hashes and its (shared) id.
+fn entry_of(clock: &Clock) -> (u64, u64, ClockId) {
     (
-        pair_hash(&clock.name, clock.schedule.as_str()),
+        hash_of(&clock.name),
+        hash_of(clock.schedule.as_str()),
         clock.id.clone(),
     )
 }
 
-/// The pair's hash. `DefaultHasher::new` has fixed keys, so a hash is the same for the life of
-/// the process (the index is rebuilt on load, never stored). `str`'s `Hash` ends each string
-/// with a separator, so ("ab", "c") and ("a", "bc") hash apart.
-fn pair_hash(name: &str, literal: &str) -> u64 {
+/// A string's hash. `DefaultHasher::new` has fixed keys, so a hash is the same for the life of
+/// the process (the index is rebuilt on load, never stored).
+fn hash_of(text: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
-    name.hash(&mut hasher);
-    literal.hash(&mut hasher);
+    text.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -116,9 +132,13 @@ mod tests {
         // Force a collision: file both clocks under one hash, as two pairs could be.
         let first = clock("c1", "orders", "@never");
         let second = clock("c2", "invoices", "@never");
-        let hash = pair_hash("orders", "@never");
+        let (name, literal) = (hash_of("orders"), hash_of("@never"));
         let index = PairIndex {
-            entries: [(hash, first.id.clone()), (hash, second.id.clone())].into(),
+            entries: [
+                (name, literal, first.id.clone()),
+                (name, literal, second.id.clone()),
+            ]
+            .into(),
         };
         let clocks: BTreeMap<ClockId, Clock> = [first, second]
             .into_iter()
@@ -137,11 +157,11 @@ mod tests {
         let same_literal = clock("c1", "invoices", "@never");
         let same_name = clock("c2", "orders", "every.1.seconds");
         let pair = clock("c3", "orders", "@never");
-        let hash = pair_hash("orders", "@never");
+        let (name, literal) = (hash_of("orders"), hash_of("@never"));
         let index = PairIndex {
             entries: [&same_literal, &same_name, &pair]
                 .into_iter()
-                .map(|c| (hash, c.id.clone()))
+                .map(|c| (name, literal, c.id.clone()))
                 .collect(),
         };
         let clocks: BTreeMap<ClockId, Clock> = [same_literal, same_name, pair]
@@ -151,5 +171,46 @@ mod tests {
         let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.as_str());
         assert_eq!(found("orders", "@never"), Some("c3"));
         assert_eq!(found("receipts", "every.1.seconds"), None);
+    }
+
+    #[test]
+    fn finds_every_clock_of_a_name_and_only_those() {
+        let (clocks, index) = indexed(&[
+            clock("c1", "orders", "@never"),
+            clock("c2", "orders", "every.1.seconds"),
+            clock("c3", "order", "@never"),
+            clock("c4", "invoices", "@never"),
+        ]);
+        let named = |name| {
+            let mut ids: Vec<&str> = index.named(&clocks, name).map(|c| c.id.as_str()).collect();
+            ids.sort_unstable();
+            ids
+        };
+        assert_eq!(named("orders"), ["c1", "c2"]);
+        assert_eq!(named("order"), ["c3"]);
+        assert!(named("receipts").is_empty());
+    }
+
+    #[test]
+    fn a_name_that_shares_a_hash_is_told_apart() {
+        // Force a collision of names: both clocks under the hash of "orders".
+        let orders = clock("c1", "orders", "@never");
+        let invoices = clock("c2", "invoices", "@never");
+        let name = hash_of("orders");
+        let index = PairIndex {
+            entries: [&orders, &invoices]
+                .into_iter()
+                .map(|c| (name, hash_of(c.schedule.as_str()), c.id.clone()))
+                .collect(),
+        };
+        let clocks: BTreeMap<ClockId, Clock> = [orders, invoices]
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
+        let named: Vec<&str> = index
+            .named(&clocks, "orders")
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(named, ["c1"]);
     }
 }

@@ -15,6 +15,7 @@
 //! ([`RegistrySnapshot::validate_for_restore`]) before it replaces anything.
 
 use std::collections::{BTreeMap, HashSet};
+use std::num::NonZeroU64;
 
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
@@ -23,6 +24,7 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name}
 use crate::due_index::DueIndex;
 use crate::filter::ClockFilter;
 use crate::level::{Level, Levels};
+use crate::literals::Literals;
 use crate::pair_index::PairIndex;
 use crate::schedule::Schedule;
 use crate::ticks::{
@@ -305,6 +307,8 @@ pub struct Registry {
     due: DueIndex,
     /// Committed and undelivered ticks.
     ledger: TickLedger,
+    /// One copy of each schedule literal the clocks use.
+    literals: Literals,
 }
 
 impl Registry {
@@ -607,8 +611,13 @@ impl Registry {
         self.reindex(&clock.id);
     }
 
-    /// Rebuilds the due index for every clock (a loaded or restored registry).
+    /// Rebuilds the due index for every clock (a loaded or restored registry), from nothing:
+    /// a ledger that comes from elsewhere may carry instants of an index that is not this one.
     fn reindex_all(&mut self) {
+        self.due = DueIndex::default();
+        for cursor in self.ledger.cursors.values_mut() {
+            cursor.due_at = None;
+        }
         let ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
         for id in &ids {
             self.reindex(id);
@@ -618,17 +627,27 @@ impl Registry {
     /// Puts a clock in its place in the due index: under the first instant after the later of
     /// the intent watermark and its cursor, if it is active and has one; out of the index
     /// otherwise. Every command that changes one of those calls it for the clock.
+    ///
+    /// Only a clock with a cursor is indexed, and its cursor keeps the instant it is filed
+    /// under; a clock's cursor outlives its place in the index (a purge takes it out of the
+    /// index before it forgets the cursor).
     fn reindex(&mut self, id: &ClockId) {
-        let next = self
+        let active = self
             .clocks
             .get(id)
-            .filter(|clock| clock.status == ClockStatus::Active)
+            .filter(|clock| clock.status == ClockStatus::Active);
+        let Some(cursor) = self.ledger.cursors.get_mut(id) else {
+            return;
+        };
+        let next = active
             .and_then(|clock| {
-                let cursor = self.ledger.cursors.get(id)?;
                 let after = self.ledger.intended_through_ms.max(cursor.ticks_from_ms);
                 clock.schedule.next_instant_after(after)
-            });
-        self.due.set(id, next);
+            })
+            .and_then(NonZeroU64::new);
+        let previous = std::mem::replace(&mut cursor.due_at, next);
+        self.due
+            .set(id, previous.map(NonZeroU64::get), next.map(NonZeroU64::get));
     }
 
     /// Counts ticks a command dropped from a clock's full http queue.
@@ -800,6 +819,7 @@ impl Registry {
     fn purge(&mut self, ids: Vec<ClockId>) -> Vec<ClockId> {
         let mut purged = Vec::new();
         let mut queues = Vec::new();
+        let mut schedules = Vec::new();
         for id in ids {
             let Some(clock) = self.clocks.get(&id) else {
                 continue;
@@ -812,18 +832,25 @@ impl Registry {
                 self.by_queue.remove(queue_id);
                 queues.push(queue_id.clone());
             }
-            self.clocks.remove(&id);
+            if let Some(removed) = self.clocks.remove(&id) {
+                schedules.push(removed.schedule);
+            }
             self.reindex(&id);
             purged.push(id);
         }
         let forgotten: HashSet<&ClockId> = purged.iter().collect();
         self.ledger.forget(&forgotten, &queues);
+        // After the ticks: the last copy of a literal goes with the last thing that held it.
+        for schedule in schedules {
+            self.literals.release(schedule);
+        }
         purged
     }
 
     /// Stores a clock and indexes it; the caller has checked that neither its
     /// id nor its pair is taken.
-    fn insert(&mut self, clock: Clock) {
+    fn insert(&mut self, mut clock: Clock) {
+        clock.schedule = self.literals.share(clock.schedule);
         self.by_pair.insert(&clock);
         if let Channel::Http { queue_id } = &clock.channel {
             self.by_queue.insert(queue_id.clone(), clock.id.clone());
@@ -877,16 +904,39 @@ impl Registry {
         after: Option<&ClockId>,
         limit: usize,
     ) -> (Vec<Clock>, bool) {
-        use std::ops::Bound::{Excluded, Unbounded};
-        let from = after.map_or(Unbounded, Excluded);
-        let mut matching = self
-            .clocks
-            .range::<ClockId, _>((from, Unbounded))
-            .map(|(_, clock)| clock)
-            .filter(|clock| filter.matches(clock));
+        let mut matching = self.matching(filter, after);
         let page: Vec<Clock> = matching.by_ref().take(limit).cloned().collect();
         let more = matching.next().is_some();
         (page, more)
+    }
+
+    /// The clocks that match `filter`, in id order, from after the id `after` (which need not
+    /// exist). A filter on one name (`name=x`, not `name=!x`) costs the clocks of that name,
+    /// from the name index; any other, the clocks it passes over in id order.
+    pub fn matching<'a>(
+        &'a self,
+        filter: &'a ClockFilter,
+        after: Option<&ClockId>,
+    ) -> Box<dyn Iterator<Item = &'a Clock> + 'a> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        match filter.name.as_ref().filter(|name| !name.negated) {
+            Some(name) => {
+                let mut named: Vec<&Clock> = self
+                    .by_pair
+                    .named(&self.clocks, &name.value)
+                    .filter(|clock| after.is_none_or(|after| clock.id > *after))
+                    .filter(|clock| filter.matches(clock))
+                    .collect();
+                named.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                Box::new(named.into_iter())
+            }
+            None => Box::new(
+                self.clocks
+                    .range::<ClockId, _>((after.map_or(Unbounded, Excluded), Unbounded))
+                    .map(|(_, clock)| clock)
+                    .filter(|clock| filter.matches(clock)),
+            ),
+        }
     }
 
     /// The committed and undelivered ticks.
@@ -2061,6 +2111,65 @@ mod tests {
             .unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(registry.list_page(&named, None, 1).0.len(), 1);
         assert_eq!(registry.list(&every).len(), 5);
+    }
+
+    #[test]
+    fn a_list_by_name_answers_what_a_pass_over_every_clock_answers() {
+        let mut registry = Registry::new();
+        // Ids out of name order, several schedules per name, a paused clock.
+        let clocks = [
+            ("orders", "@never", "c7"),
+            ("orders", "every.1.seconds", "c2"),
+            ("orders", "every.2.seconds", "c5"),
+            ("invoices", "@never", "c3"),
+            ("order", "@never", "c1"),
+        ];
+        for (name, literal, clock) in clocks {
+            create(&mut registry, name, literal, clock);
+        }
+        registry.apply(Command::Pause {
+            id: id("c5"),
+            now_ms: 0,
+        });
+        let scan = |filter: &ClockFilter, after: Option<&ClockId>| -> Vec<String> {
+            registry
+                .clocks()
+                .filter(|clock| after.is_none_or(|after| clock.id > *after))
+                .filter(|clock| filter.matches(clock))
+                .map(|clock| clock.id.to_string())
+                .collect()
+        };
+        let filter = |pairs: &[(&str, &str)]| {
+            ClockFilter::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+                .unwrap_or_else(|error| panic!("{error}"))
+        };
+        for pairs in [
+            vec![("name", "orders")],
+            vec![("name", "orders"), ("status", "ACTIVE")],
+            vec![("name", "orders"), ("schedule", "@never")],
+            vec![("name", "order")],
+            vec![("name", "receipts")],
+            vec![("name", "!orders")],
+        ] {
+            let filter = filter(&pairs);
+            for after in [None, Some(id("c2")), Some(id("c6"))] {
+                let listed: Vec<String> = registry
+                    .matching(&filter, after.as_ref())
+                    .map(|clock| clock.id.to_string())
+                    .collect();
+                assert_eq!(
+                    listed,
+                    scan(&filter, after.as_ref()),
+                    "{pairs:?} after {after:?}"
+                );
+            }
+        }
+        let (page, more) = registry.list_page(&filter(&[("name", "orders")]), None, 2);
+        let ids: Vec<String> = page.iter().map(|clock| clock.id.to_string()).collect();
+        assert_eq!(
+            (ids, more),
+            (vec!["c2".to_string(), "c5".to_string()], true)
+        );
     }
 
     #[test]

@@ -14,9 +14,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::excerpt::Excerpt;
 
@@ -61,12 +62,15 @@ const GRAMMAR: &str = "every.<N>.<seconds|minutes|hours|days> with 1 ≤ N and a
 ///
 /// Constructed only through [`Schedule::parse`] (also used by `FromStr`,
 /// `TryFrom<String>` and serde), so every value denotes a valid interval.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+///
+/// The literal is shared, not copied: a clone is a reference count, and the registry keeps one
+/// copy of each literal for all the clocks that use it ([`crate::literals`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Schedule {
     /// The string exactly as registered; it names the clock's queue and is
     /// what clients compare, so it is never normalised.
-    literal: String,
+    literal: Arc<str>,
     /// The interval in milliseconds, derived from `literal`; `None` for
     /// `@never`.
     interval_ms: Option<u64>,
@@ -122,9 +126,14 @@ impl Schedule {
     pub fn parse(literal: &str) -> Result<Schedule, ScheduleError> {
         let interval_ms = interval_ms_of(literal)?;
         Ok(Schedule {
-            literal: literal.to_owned(),
+            literal: literal.into(),
             interval_ms,
         })
+    }
+
+    /// Whether no other value holds this schedule's copy of its literal.
+    pub(crate) fn is_only_copy(&self) -> bool {
+        Arc::strong_count(&self.literal) == 1
     }
 
     /// The literal exactly as registered, for queue names, tick messages and
@@ -245,7 +254,7 @@ impl TryFrom<String> for Schedule {
     fn try_from(literal: String) -> Result<Self, Self::Error> {
         let interval_ms = interval_ms_of(&literal)?;
         Ok(Schedule {
-            literal,
+            literal: literal.into(),
             interval_ms,
         })
     }
@@ -253,7 +262,14 @@ impl TryFrom<String> for Schedule {
 
 impl From<Schedule> for String {
     fn from(schedule: Schedule) -> String {
-        schedule.literal
+        schedule.literal.to_string()
+    }
+}
+
+/// The literal, as the string it was registered as.
+impl Serialize for Schedule {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.literal)
     }
 }
 

@@ -41,6 +41,7 @@
 //!   refused, never an overflow.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::num::NonZeroU64;
 
 use serde::{Deserialize, Serialize};
 
@@ -265,6 +266,10 @@ pub struct Cursor {
     /// What became of the clock's ticks (absent from snapshots of v0.1.0, and while empty).
     #[serde(default, skip_serializing_if = "ClockStats::is_empty")]
     pub stats: ClockStats,
+    /// The instant the registry's due index files the clock under, if it does. Derived like
+    /// the index: never serialized, set again when a registry is loaded.
+    #[serde(skip)]
+    pub(crate) due_at: Option<NonZeroU64>,
 }
 
 impl Cursor {
@@ -274,6 +279,7 @@ impl Cursor {
             ticks_from_ms: now_ms,
             last_activity_ms: now_ms,
             stats: ClockStats::default(),
+            due_at: None,
         }
     }
 }
@@ -459,8 +465,18 @@ impl TickLedger {
         due.sort_by_key(|tick| tick.due_at_ms);
         // The oldest due ticks leave; the rest, all due before any of `later`, stay first in
         // line, so the queue keeps its due order.
-        let waiting = due.split_off(due.len().min(max));
-        *queue = waiting.into_iter().chain(later).collect();
+        let waiting: VecDeque<Tick> = due
+            .split_off(due.len().min(max))
+            .into_iter()
+            .chain(later)
+            .collect();
+        // An empty queue is no entry: a missing queue reads as empty everywhere, and an entry
+        // kept for every http clock that ever ticked cost each of them about 70 bytes.
+        if waiting.is_empty() {
+            self.queues.remove(queue_id);
+        } else {
+            *queue = waiting;
+        }
         let replay = PopReplay {
             request,
             ticks: due
@@ -808,7 +824,10 @@ mod tests {
         let max = crate::Level::V0_1.max_pop_ticks();
         let popped = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), max);
         assert_eq!(popped.len(), filed);
-        assert_eq!(ledger.queues.get(&queue).map(VecDeque::len), Some(0));
+        assert!(
+            !ledger.queues.contains_key(&queue),
+            "an emptied queue is no entry"
+        );
         assert_eq!(crate::Level::V0_2.max_pop_ticks(), MAX_POP_TICKS);
     }
 

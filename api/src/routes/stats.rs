@@ -199,7 +199,7 @@ pub async fn stats(
     // One pass: every match is counted, the first MAX_CLOCKS are described.
     let mut matched = 0;
     let mut described = Vec::new();
-    for clock in registry.clocks().filter(|clock| filter.matches(clock)) {
+    for clock in registry.matching(&filter, None) {
         matched += 1;
         if described.len() < MAX_CLOCKS {
             described.push(clock);
