@@ -14,9 +14,9 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
+use arcstr::ArcStr;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::excerpt::Excerpt;
@@ -70,7 +70,7 @@ const GRAMMAR: &str = "every.<N>.<seconds|minutes|hours|days> with 1 ≤ N and a
 pub struct Schedule {
     /// The string exactly as registered; it names the clock's queue and is
     /// what clients compare, so it is never normalised.
-    literal: Arc<str>,
+    literal: ArcStr,
     /// The interval in milliseconds, derived from `literal`; `None` for
     /// `@never`.
     interval_ms: Option<u64>,
@@ -133,7 +133,7 @@ impl Schedule {
 
     /// Whether no other value holds this schedule's copy of its literal.
     pub(crate) fn is_only_copy(&self) -> bool {
-        Arc::strong_count(&self.literal) == 1
+        ArcStr::strong_count(&self.literal) == Some(1)
     }
 
     /// The literal exactly as registered, for queue names, tick messages and

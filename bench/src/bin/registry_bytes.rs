@@ -1,0 +1,118 @@
+//! `registry-bytes`: the replicated state's own share of a node's memory per clock.
+//!
+//! `registry-bytes --clocks N --channel http|rabbit` applies N registrations (`every.1.hours`,
+//! names and random ids shaped like the scale scenario's) to a `Registry` in this process and
+//! prints how much its resident memory grew per clock, beside the sizes of the types each clock
+//! is made of. The scale scenario's `scale_bytes_per_clock` is a whole node (binary, RocksDB,
+//! allocator, log) divided by its clocks; this separates the registry's part from the rest.
+//! One channel per run: a second population would be measured on a heap the first shaped.
+
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use tickd_domain::{Channel, Clock, ClockId, ClockStats, Command, Cursor, QueueId, Registry};
+use tickd_domain::{Schedule, Tick};
+
+/// Measures the registry's bytes per clock.
+#[derive(Debug, Parser)]
+struct Args {
+    /// How many clocks to register.
+    #[arg(long, default_value_t = 200_000)]
+    clocks: u64,
+    /// Their channel.
+    #[arg(long, value_enum, default_value_t = Kind::Http)]
+    channel: Kind,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Kind {
+    Http,
+    Rabbit,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match measure(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("registry-bytes: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn measure(args: &Args) -> Result<(), String> {
+    let schedule: Schedule = "every.1.hours".parse().map_err(|e| format!("{e}"))?;
+    let now_ms = 1_764_140_000_000;
+    let mut registry = Registry::new();
+    let before = rss_bytes()?;
+    let mut random = Xorshift(0x9e37_79b9_7f4a_7c15);
+    for n in 0..args.clocks {
+        let name = format!("scale-{now_ms}-hourly-{n}");
+        let channel = match args.channel {
+            Kind::Http => Channel::Http {
+                queue_id: QueueId::new(random.hex_id()),
+            },
+            Kind::Rabbit => Channel::Rabbit {
+                queue: Channel::rabbit_queue_name(&name, &schedule),
+            },
+        };
+        registry.apply(Command::Register {
+            name,
+            schedule: schedule.clone(),
+            id: ClockId::new(random.hex_id()),
+            channel,
+            max_clocks: u64::MAX,
+            now_ms,
+        });
+    }
+    let grown = rss_bytes()?.saturating_sub(before);
+    let clocks = registry.len().max(1) as f64;
+    println!(
+        "{} {:?} clocks: the registry's resident memory grew {:.1} MB, {:.0} bytes per clock",
+        registry.len(),
+        args.channel,
+        grown as f64 / 1e6,
+        grown as f64 / clocks
+    );
+    println!(
+        "sizes: Clock {} (ClockId {}, Schedule {}, Channel {}), Cursor {} (ClockStats {}), Tick {}",
+        size_of::<Clock>(),
+        size_of::<ClockId>(),
+        size_of::<Schedule>(),
+        size_of::<Channel>(),
+        size_of::<Cursor>(),
+        size_of::<ClockStats>(),
+        size_of::<Tick>(),
+    );
+    Ok(())
+}
+
+/// This process's resident set size, from `/proc/self/status`.
+fn rss_bytes() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("reading /proc/self/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| "no VmRSS line in /proc/self/status".to_string())
+}
+
+/// Ids shaped like the ones nodes draw (32 hex digits), without a dependency on `rand`.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn hex_id(&mut self) -> String {
+        format!("{:016x}{:016x}", self.next(), self.next())
+    }
+}
