@@ -54,6 +54,9 @@ pub struct ScaleResult {
     pub idle_cpu_empty_pct: Vec<f64>,
     /// Each node's CPU at rest with the population (the frequent clocks paused).
     pub idle_cpu_pct: Vec<f64>,
+    /// Each node's resident memory with no clock, bytes: the part of `bytes_per_clock` that
+    /// is the binary, RocksDB's buffers and the runtime, whatever the population.
+    pub rss_empty_bytes: Vec<u64>,
     /// Each node's resident memory with the population, bytes.
     pub rss_bytes: Vec<u64>,
     /// The largest node's resident memory divided by the clocks it holds.
@@ -98,7 +101,11 @@ pub async fn run(
     let pids = pids(cluster)?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_cpu_empty_pct = cpu_percent(&pids, IDLE_WINDOW).await?;
-    println!("  at rest, empty: {idle_cpu_empty_pct:.1?} % of a core");
+    let rss_empty_bytes = rss_of_nodes(cluster)?;
+    println!(
+        "  at rest, empty: {idle_cpu_empty_pct:.1?} % of a core, {:?} MB resident",
+        megabytes(&rss_empty_bytes)
+    );
 
     let prefix = format!("scale-{}", now_ms() as u64);
     let frequent = register_frequent(http, cluster, &prefix, frequent_clocks).await?;
@@ -122,6 +129,7 @@ pub async fn run(
     let idle_cpu_pct = cpu_percent(&pids, IDLE_WINDOW).await?;
     println!("  at rest with {clocks} clocks: {idle_cpu_pct:.1?} % of a core");
     let rss_bytes = rss_of_nodes(cluster)?;
+    println!("  resident: {:?} MB", megabytes(&rss_bytes));
     let largest = rss_bytes.iter().copied().max().unwrap_or_default();
     let bytes_per_clock = largest as f64 / (clocks + frequent_clocks) as f64;
     let leader = cluster.leader().await.ok_or("no leader")?;
@@ -146,6 +154,7 @@ pub async fn run(
         register_per_s,
         idle_cpu_empty_pct,
         idle_cpu_pct,
+        rss_empty_bytes,
         rss_bytes,
         bytes_per_clock,
         snapshot_bytes,
@@ -155,6 +164,14 @@ pub async fn run(
         frequent_lateness_empty,
         frequent_lateness,
     })
+}
+
+/// Bytes as megabytes with one decimal, for the progress lines.
+fn megabytes(bytes: &[u64]) -> Vec<f64> {
+    bytes
+        .iter()
+        .map(|bytes| (*bytes as f64 / 1e5).round() / 10.0)
+        .collect()
 }
 
 fn pids(cluster: &TestCluster) -> Result<Vec<u32>, String> {
