@@ -1091,6 +1091,34 @@ mod tests {
     }
 
     #[test]
+    fn clocks_of_one_schedule_share_its_literal_until_the_last_is_purged() {
+        let mut registry = Registry::new();
+        create(&mut registry, "a", "every.1.hours", "c1");
+        create(&mut registry, "b", "every.1.hours", "c2");
+        create(&mut registry, "c", "every.2.hours", "c3");
+        let literal = |registry: &Registry, clock: &str| {
+            registry
+                .get(&id(clock))
+                .map(|clock| clock.schedule.as_str().as_ptr())
+        };
+        assert_eq!(
+            literal(&registry, "c1"),
+            literal(&registry, "c2"),
+            "one copy"
+        );
+        assert_ne!(literal(&registry, "c1"), literal(&registry, "c3"));
+        assert_eq!(registry.literals.len(), 2);
+        registry.apply(Command::Purge {
+            clocks: vec![id("c1")],
+        });
+        assert_eq!(registry.literals.len(), 2, "c2 still uses every.1.hours");
+        registry.apply(Command::Purge {
+            clocks: vec![id("c2"), id("c3")],
+        });
+        assert_eq!(registry.literals.len(), 0);
+    }
+
+    #[test]
     fn register_creates_an_active_clock_with_the_proposed_id_and_channel() {
         let mut registry = Registry::new();
         let clock = create(&mut registry, "orders", "every.5.seconds", "c1");
