@@ -92,12 +92,12 @@ fn write_state(state: &StateHandle, snapshots: &SnapshotFile) -> Result<WrittenS
         last_membership: state.membership.clone(),
         snapshot_id: snapshot_id(state.last_applied, nonce),
     };
-    snapshots
-        .write("built", &meta, &*state)
-        .map(|pending| WrittenState {
-            pending,
-            writing: started.elapsed(),
-        })
+    let written = snapshots.write("built", &meta, &*state);
+    drop(state);
+    let writing = started.elapsed();
+    telemetry::record_snapshot_write(writing);
+    written
+        .map(|pending| WrittenState { pending, writing })
         .map_err(|error| format!("the state could not be written: {error}"))
 }
 

@@ -340,3 +340,45 @@ async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
     let (status, _, _) = api::send(anonymous(&open, Method::GET, 1, api::CLOCKS_PATH)).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+/// A snapshot's serialization holds the state (writes, pops and ticks wait for it), so how
+/// long it took is exported: at a million clocks it is the cluster's longest pause.
+#[tokio::test]
+async fn a_snapshot_records_how_long_it_held_the_state() {
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .rabbit_uri(None)
+        .snapshot_every(5)
+        .start()
+        .await;
+    let node = cluster.wait_for_leader(Duration::from_secs(5)).await;
+    let before = scrape(&cluster, node).await;
+    assert_eq!(
+        before.value("tickd_raft_snapshot_write_duration_seconds_count", &[]),
+        0.0
+    );
+    for index in 0..10 {
+        let name = unique_name(&format!("snapshot-{index}"));
+        let (status, _, body) = api::register(&cluster, node, &name, "@never").await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let after = eventually(
+        "a snapshot built",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let scraped = scrape(&cluster, node).await;
+            (scraped.value("tickd_raft_snapshots_total", &[("origin", "built")]) >= 1.0)
+                .then_some(scraped)
+        },
+    )
+    .await;
+    assert!(
+        after.value("tickd_raft_snapshot_write_duration_seconds_count", &[]) >= 1.0,
+        "every built snapshot records its write"
+    );
+    assert!(
+        after.has_buckets("tickd_raft_snapshot_write_duration_seconds"),
+        "a histogram with buckets"
+    );
+}
