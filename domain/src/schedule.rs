@@ -260,12 +260,6 @@ impl TryFrom<String> for Schedule {
     }
 }
 
-impl From<Schedule> for String {
-    fn from(schedule: Schedule) -> String {
-        schedule.literal.to_string()
-    }
-}
-
 /// The literal, as the string it was registered as.
 impl Serialize for Schedule {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
