@@ -36,8 +36,11 @@
 //! - **One clock per (name, schedule literal) pair**, whatever the number of
 //!   concurrent registrations: the first applied creates it, the others join
 //!   it.
-//! - **Deterministic order.** Clocks are kept in a `BTreeMap` by id, so lists
+//! - **Deterministic order.** Clocks are kept in an ordered map by id, so lists
 //!   and snapshots come out in the same order on every node.
+//! - **Cheap images.** The replicated maps are persistent ([`SharedMap`]): an image of the
+//!   registry ([`Registry::image`]) costs O(1) and stays as it was while the registry goes
+//!   on changing, so a snapshot is encoded without stopping the state machine.
 //! - **No panics on input.** Parsing and instant arithmetic are checked; the
 //!   crate has no `unwrap` outside tests.
 //!
@@ -60,6 +63,7 @@ mod pair_index;
 mod registry;
 mod restore;
 mod schedule;
+mod shared_map;
 pub mod stats;
 mod ticks;
 
@@ -70,11 +74,12 @@ pub use clock::{
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
 pub use level::{Level, Levels};
-pub use registry::{Command, Outcome, Registry, RegistrySnapshot, SnapshotError};
+pub use registry::{Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError};
 pub use restore::RestoreError;
 pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
+pub use shared_map::SharedMap;
 pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket};
 pub use ticks::{
     Cursor, DEFAULT_QUEUE_LIMIT, Filed, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS,

@@ -9,10 +9,11 @@
 //! clocks of one name are one range of the index: a list by name (`?name=`) costs the clocks
 //! of that name, not a pass over the registry.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::clock::{Clock, ClockId};
+use crate::shared_map::SharedMap;
 
 /// Clock ids by the hashes of their name and schedule literal.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,7 +35,7 @@ impl PairIndex {
     /// The clock of `clocks` whose pair is (`name`, `literal`), if any.
     pub(crate) fn find<'a>(
         &self,
-        clocks: &'a BTreeMap<ClockId, Clock>,
+        clocks: &'a SharedMap<ClockId, Clock>,
         name: &str,
         literal: &str,
     ) -> Option<&'a Clock> {
@@ -49,7 +50,7 @@ impl PairIndex {
     /// The clocks of `clocks` named `name`, in no particular order.
     pub(crate) fn named<'a>(
         &'a self,
-        clocks: &'a BTreeMap<ClockId, Clock>,
+        clocks: &'a SharedMap<ClockId, Clock>,
         name: &'a str,
     ) -> impl Iterator<Item = &'a Clock> + 'a {
         let hash = hash_of(name);
@@ -96,7 +97,7 @@ mod tests {
         }
     }
 
-    fn indexed(clocks: &[Clock]) -> (BTreeMap<ClockId, Clock>, PairIndex) {
+    fn indexed(clocks: &[Clock]) -> (SharedMap<ClockId, Clock>, PairIndex) {
         let mut index = PairIndex::default();
         for clock in clocks {
             index.insert(clock);
@@ -140,7 +141,7 @@ mod tests {
             ]
             .into(),
         };
-        let clocks: BTreeMap<ClockId, Clock> = [first, second]
+        let clocks: SharedMap<ClockId, Clock> = [first, second]
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
@@ -164,7 +165,7 @@ mod tests {
                 .map(|c| (name, literal, c.id.clone()))
                 .collect(),
         };
-        let clocks: BTreeMap<ClockId, Clock> = [same_literal, same_name, pair]
+        let clocks: SharedMap<ClockId, Clock> = [same_literal, same_name, pair]
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
@@ -203,7 +204,7 @@ mod tests {
                 .map(|c| (name, hash_of(c.schedule.as_str()), c.id.clone()))
                 .collect(),
         };
-        let clocks: BTreeMap<ClockId, Clock> = [orders, invoices]
+        let clocks: SharedMap<ClockId, Clock> = [orders, invoices]
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();

@@ -27,6 +27,7 @@ use crate::level::{Level, Levels};
 use crate::literals::Literals;
 use crate::pair_index::PairIndex;
 use crate::schedule::Schedule;
+use crate::shared_map::{self, SharedMap};
 use crate::ticks::{
     Cursor, Destination, Filed, Intent, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId,
     TickLedger,
@@ -294,9 +295,9 @@ pub struct RegistrySnapshot {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "RegistrySnapshot")]
 pub struct Registry {
-    /// The clocks by id; a `BTreeMap` so that iteration, listing and
-    /// snapshots have one order on every node.
-    clocks: BTreeMap<ClockId, Clock>,
+    /// The clocks by id; ordered, so that iteration, listing and snapshots have one order on
+    /// every node, and persistent, so that an [`image`](Self::image) of them costs nothing.
+    clocks: SharedMap<ClockId, Clock>,
     /// The id of the clock for each (name, schedule literal) pair, so that a
     /// registration joins the existing clock.
     by_pair: PairIndex,
@@ -481,9 +482,9 @@ impl Registry {
         ledger.counters.absorb(&self.ledger.counters);
         // The series describes this cluster's last minutes, not the backed-up one's.
         ledger.series = std::mem::take(&mut self.ledger.series);
-        for cursor in ledger.cursors.values_mut() {
+        shared_map::update_each(&mut ledger.cursors, |cursor| {
             cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
-        }
+        });
         if level.bounds_commands() {
             Self::fit_restored_queues(ledger, self.ledger.queue_limit);
         }
@@ -503,12 +504,12 @@ impl Registry {
         ledger.pop_replays.clear();
         let limit = usize::try_from(ledger.queue_limit.max(1)).unwrap_or(usize::MAX);
         let mut dropped = 0u64;
-        for queue in ledger.queues.values_mut() {
+        shared_map::update_each(&mut ledger.queues, |queue| {
             while queue.len() > limit {
                 queue.pop_front();
                 dropped = dropped.saturating_add(1);
             }
-        }
+        });
         ledger.counters.dropped = ledger.counters.dropped.saturating_add(dropped);
     }
 
@@ -615,9 +616,7 @@ impl Registry {
     /// a ledger that comes from elsewhere may carry instants of an index that is not this one.
     fn reindex_all(&mut self) {
         self.due = DueIndex::default();
-        for cursor in self.ledger.cursors.values_mut() {
-            cursor.due_at = None;
-        }
+        shared_map::update_each(&mut self.ledger.cursors, |cursor| cursor.due_at = None);
         let ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
         for id in &ids {
             self.reindex(id);
@@ -673,7 +672,7 @@ impl Registry {
         // Scheduled ticks filed ahead of their instant are withdrawn: none due after the
         // pause is delivered. Manual ticks stay.
         let withdrawn = |tick: &Tick| &tick.clock == id && !tick.manual && tick.due_at_ms > now_ms;
-        self.ledger.outbox.retain(|_, tick| !withdrawn(tick));
+        shared_map::retain(&mut self.ledger.outbox, |_, tick| !withdrawn(tick));
         if let Channel::Http { queue_id } = &clock.channel
             && let Some(queue) = self.ledger.queues.get_mut(queue_id)
         {
@@ -932,7 +931,7 @@ impl Registry {
             }
             None => Box::new(
                 self.clocks
-                    .range::<ClockId, _>((after.map_or(Unbounded, Excluded), Unbounded))
+                    .range::<_, ClockId>((after.map_or(Unbounded, Excluded), Unbounded))
                     .map(|(_, clock)| clock)
                     .filter(|clock| filter.matches(clock)),
             ),
@@ -942,6 +941,15 @@ impl Registry {
     /// The committed and undelivered ticks.
     pub fn ledger(&self) -> &TickLedger {
         &self.ledger
+    }
+
+    /// The registry's replicated part as it is now, unchanged by whatever is applied after:
+    /// what a snapshot encodes. O(1): it shares the registry's nodes ([`RegistryImage`]).
+    pub fn image(&self) -> RegistryImage {
+        RegistryImage {
+            clocks: self.clocks.clone(),
+            ledger: self.ledger.clone(),
+        }
     }
 }
 
@@ -1011,10 +1019,25 @@ impl TryFrom<RegistrySnapshot> for Registry {
     }
 }
 
-/// Serialized in the shape of [`RegistrySnapshot`], but from the registry's own maps: a
-/// snapshot of a large registry must not copy it first (a copy doubles the node's peak memory,
-/// and the allocator keeps that peak).
-impl Serialize for Registry {
+/// The registry's replicated part frozen at one instant: its clocks and its ledger as they
+/// were when [`Registry::image`] took it, whatever the registry applies afterwards. What a
+/// snapshot encodes.
+///
+/// An image shares the registry's nodes ([`SharedMap`]): taking one costs O(1) and no
+/// memory, and the registry copies a node only when it changes one the image still holds. So
+/// the state machine holds its lock for the image, not for the encoding, and goes on applying
+/// while the image is written out. The derived indexes are not part of it: they are rebuilt
+/// when a snapshot is loaded.
+#[derive(Clone, Debug)]
+pub struct RegistryImage {
+    clocks: SharedMap<ClockId, Clock>,
+    ledger: TickLedger,
+}
+
+/// Serialized in the shape of [`RegistrySnapshot`], from the image's own maps: a snapshot of a
+/// large registry must not be copied into another form first (a copy doubles the node's peak
+/// memory, and the allocator keeps that peak).
+impl Serialize for RegistryImage {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut snapshot = serializer.serialize_struct("RegistrySnapshot", 2)?;
         snapshot.serialize_field("clocks", &ClocksById(&self.clocks))?;
@@ -1023,8 +1046,15 @@ impl Serialize for Registry {
     }
 }
 
+/// A registry serializes as its image.
+impl Serialize for Registry {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.image().serialize(serializer)
+    }
+}
+
 /// The clocks as the snapshot lists them: ordered by id.
-struct ClocksById<'a>(&'a BTreeMap<ClockId, Clock>);
+struct ClocksById<'a>(&'a SharedMap<ClockId, Clock>);
 
 impl Serialize for ClocksById<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -1032,13 +1062,19 @@ impl Serialize for ClocksById<'_> {
     }
 }
 
-impl From<Registry> for RegistrySnapshot {
+impl From<RegistryImage> for RegistrySnapshot {
     /// The snapshot form: the clocks ordered by id and the ledger; indexes are derived.
-    fn from(registry: Registry) -> Self {
+    fn from(image: RegistryImage) -> Self {
         RegistrySnapshot {
-            clocks: registry.clocks.into_values().collect(),
-            ledger: registry.ledger,
+            clocks: image.clocks.values().cloned().collect(),
+            ledger: image.ledger,
         }
+    }
+}
+
+impl From<Registry> for RegistrySnapshot {
+    fn from(registry: Registry) -> Self {
+        registry.image().into()
     }
 }
 
@@ -1836,6 +1872,49 @@ mod tests {
     }
 
     #[test]
+    fn an_image_keeps_the_state_it_was_taken_at_while_the_registry_goes_on() {
+        let mut registry = backed_up();
+        registry.apply(Command::Resume {
+            id: id("hc"),
+            now_ms: 2_600,
+        });
+        registry.apply(intent(4_000, 3_500));
+        let then = serde_json::to_value(&registry).unwrap_or_default();
+        let image = registry.image();
+        assert!(
+            image.clocks.ptr_eq(&registry.clocks)
+                && image.ledger.cursors.ptr_eq(&registry.ledger.cursors),
+            "an image shares the registry's maps: taking one copies nothing"
+        );
+
+        // Every kind of change after the image: it must see none of them.
+        create(&mut registry, "later", "every.2.seconds", "lc");
+        registry.apply(intent(9_000, 8_500));
+        registry.apply(Command::Pop {
+            queue: queue_for("hc"),
+            now_ms: 9_000,
+            request: "after-image".into(),
+        });
+        registry.apply(Command::Pause {
+            id: id("ra"),
+            now_ms: 9_100,
+        });
+        registry.apply(Command::Purge {
+            clocks: vec![id("hc")],
+        });
+
+        let now = serde_json::to_value(&registry).unwrap_or_default();
+        assert_ne!(now, then, "the registry changed");
+        assert_eq!(serde_json::to_value(&image).unwrap_or_default(), then);
+        let loaded: Registry = serde_json::from_value(then).unwrap_or_default();
+        assert_eq!(
+            loaded.len(),
+            2,
+            "the image loads as the registry it was taken from"
+        );
+    }
+
+    #[test]
     fn restore_seeds_an_empty_registry_with_ids_statuses_and_queues() {
         let source = backed_up();
         let mut target = Registry::new();
@@ -2453,7 +2532,8 @@ mod tests {
         snapshot.ledger.cursors.remove(&id("ra"));
         assert!(refusal(snapshot).contains("ledger.cursors"));
         let mut snapshot: RegistrySnapshot = backed_up().into();
-        if let Some(tick) = snapshot.ledger.outbox.values_mut().next() {
+        let first = snapshot.ledger.outbox.keys().next().cloned();
+        if let Some(tick) = first.and_then(|key| snapshot.ledger.outbox.get_mut(&key)) {
             tick.id = TickId::scheduled(&id("ra"), 1);
         }
         assert!(refusal(snapshot).starts_with("ledger.outbox: tick"));

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, ClockId, QueueId};
 use crate::schedule::Schedule;
+use crate::shared_map::{self, SharedMap};
 use crate::stats::{ClockStats, Delivery, DeliverySeries};
 
 /// The furthest past its own `now_ms` an intent reaches; a later `through_ms` is clamped to
@@ -329,16 +330,16 @@ pub struct TickLedger {
     /// Ticks for RabbitMQ clocks, committed and not yet confirmed by the broker, in due order.
     /// Serialized as a list: JSON maps cannot have composite keys, and the key is derived.
     #[serde(with = "outbox_as_list")]
-    pub outbox: BTreeMap<(u64, TickId), Tick>,
+    pub outbox: SharedMap<(u64, TickId), Tick>,
     /// Ticks for http clocks, waiting to be popped.
-    pub queues: BTreeMap<QueueId, VecDeque<Tick>>,
+    pub queues: SharedMap<QueueId, VecDeque<Tick>>,
     /// Per http queue, the last pop's request id and what it returned, so that a retried pop
     /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a
     /// retry that straddles the upgrade pops afresh).
-    pub pop_replays: BTreeMap<QueueId, PopReplay>,
+    pub pop_replays: SharedMap<QueueId, PopReplay>,
     /// Per clock: when its ticks start and when it was last used.
-    pub cursors: BTreeMap<ClockId, Cursor>,
+    pub cursors: SharedMap<ClockId, Cursor>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
     pub manual_sequence: u64,
     /// Totals.
@@ -354,10 +355,10 @@ impl Default for TickLedger {
     fn default() -> Self {
         TickLedger {
             intended_through_ms: 0,
-            outbox: BTreeMap::new(),
-            queues: BTreeMap::new(),
-            pop_replays: BTreeMap::new(),
-            cursors: BTreeMap::new(),
+            outbox: SharedMap::new(),
+            queues: SharedMap::new(),
+            pop_replays: SharedMap::new(),
+            cursors: SharedMap::new(),
             manual_sequence: 0,
             counters: TickCounters::default(),
             queue_limit: DEFAULT_QUEUE_LIMIT,
@@ -578,20 +579,18 @@ impl TickLedger {
             self.queues.remove(queue);
             self.pop_replays.remove(queue);
         }
-        self.outbox.retain(|_, tick| !clocks.contains(&tick.clock));
+        shared_map::retain(&mut self.outbox, |_, tick| !clocks.contains(&tick.clock));
     }
 }
 
 /// The outbox's serialized form: its ticks in due order; the keys are rebuilt on load.
 mod outbox_as_list {
-    use std::collections::BTreeMap;
-
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use super::{Tick, TickId};
+    use super::{SharedMap, Tick, TickId};
 
     pub fn serialize<S: Serializer>(
-        outbox: &BTreeMap<(u64, TickId), Tick>,
+        outbox: &SharedMap<(u64, TickId), Tick>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(outbox.values())
@@ -599,7 +598,7 @@ mod outbox_as_list {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
-    ) -> Result<BTreeMap<(u64, TickId), Tick>, D::Error> {
+    ) -> Result<SharedMap<(u64, TickId), Tick>, D::Error> {
         let ticks = Vec::<Tick>::deserialize(deserializer)?;
         Ok(ticks
             .into_iter()

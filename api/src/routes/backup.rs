@@ -58,12 +58,16 @@ pub struct Restored {
 )]
 pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiError> {
     app.replica.linearize().await?;
-    let (registry, last_applied) = {
+    // An image under the lock (O(1)); the copy into the backup's form is made outside it.
+    let (image, last_applied) = {
         let state = app.replica.state().read();
-        let registry = RegistrySnapshot::from(state.registry.clone());
-        (registry, state.last_applied.map(|log_id| log_id.index))
+        let image = state.registry.image();
+        (image, state.last_applied.map(|log_id| log_id.index))
     };
-    Ok(Json(Backup::new(registry, last_applied)))
+    Ok(Json(Backup::new(
+        RegistrySnapshot::from(image),
+        last_applied,
+    )))
 }
 
 /// `POST /api/v1/restore`: seed a cluster without clocks from a backup.
