@@ -71,7 +71,7 @@ pub mod unsupported;
 pub mod wall_clock;
 
 pub use replica::{MembershipAnswer, Replica, ReplicaError};
-pub use state::{ReplicatedState, StateHandle};
+pub use state::{ReplicatedState, StateHandle, StateImage};
 pub use types::{NodeAddr, NodeId, Response, TypeConfig};
 
 /// The openraft instance of tickd.

@@ -7,14 +7,16 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use openraft::{LogId, StoredMembership};
 use serde::{Deserialize, Serialize};
-use tickd_domain::{Command, Level, Outcome, QueueId, Registry};
+use tickd_domain::{Command, Level, Outcome, QueueId, Registry, RegistryImage};
 
 use self::queue_changes::{QueueChanges, QueueWatch};
 use crate::{NodeAddr, NodeId};
 
 /// Everything the state machine has applied: the registry plus the Raft bookkeeping that must
 /// move atomically with it (a snapshot of one without the other would be inconsistent).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+///
+/// Serialized as its [`image`](Self::image), the form a snapshot holds.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ReplicatedState {
     /// The format of the serialized state. First, so that a snapshot in a format this binary
     /// does not know is refused before anything else of it is decoded. Absent from v0.1.0's
@@ -44,6 +46,41 @@ impl ReplicatedState {
             command => self.registry.apply_at(self.cluster_level, command),
         }
     }
+
+    /// The state as it is now, unchanged by whatever is applied after: what a snapshot
+    /// encodes. O(1), so that the state machine holds its lock for the image and not for the
+    /// encoding ([`RegistryImage`]).
+    pub fn image(&self) -> StateImage {
+        StateImage {
+            format: self.format,
+            cluster_level: self.cluster_level,
+            last_applied: self.last_applied,
+            membership: self.membership.clone(),
+            registry: self.registry.image(),
+        }
+    }
+}
+
+impl Serialize for ReplicatedState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.image().serialize(serializer)
+    }
+}
+
+/// A [`ReplicatedState`] frozen at one log index, in the shape it is serialized in; see
+/// [`ReplicatedState::image`].
+#[derive(Debug, Clone, Serialize)]
+pub struct StateImage {
+    /// See [`ReplicatedState::format`]. First, as there.
+    pub format: StateFormat,
+    /// See [`ReplicatedState::cluster_level`].
+    pub cluster_level: Level,
+    /// The last log entry applied to the registry of the image.
+    pub last_applied: Option<LogId<NodeId>>,
+    /// The last membership applied.
+    pub membership: StoredMembership<NodeId, NodeAddr>,
+    /// The registry's replicated part.
+    pub registry: RegistryImage,
 }
 
 /// The format version of a serialized [`ReplicatedState`] (the snapshot file, and what a

@@ -34,8 +34,10 @@
 //! recovers every applied entry, because each is either in the snapshot or in the durable log
 //! behind it, and nothing more, because only committed entries are ever applied.
 //!
-//! Snapshots are encoded under the state's read lock (applies wait; reads go on) rather than
-//! from a copy of the state, which would double the node's peak memory, and straight into a
+//! Snapshots are encoded from an image of the state taken under its read lock in O(1): the
+//! replicated maps are persistent (`tickd_domain::SharedMap`), so the image shares the state's
+//! nodes and applies go on while it is encoded, copying only the nodes they change (a copy of
+//! the whole state would double the node's peak memory). They are encoded straight into a
 //! temporary file rather than a buffer; they are fsynced off the lock, sent to followers from
 //! the file in 1 MiB chunks by openraft, and installed by making the received file the
 //! snapshot file first and swapping the in-memory state second. A snapshot is never in memory

@@ -1,7 +1,8 @@
 //! The state machine: the clock registry in memory, made durable by snapshots.
 
+use std::io;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{
@@ -9,7 +10,9 @@ use openraft::{
     StoredMembership,
 };
 use tickd_raft::unsupported;
-use tickd_raft::{NodeAddr, NodeId, ReplicatedState, Response, StateHandle, TypeConfig};
+use tickd_raft::{
+    NodeAddr, NodeId, ReplicatedState, Response, StateHandle, StateImage, TypeConfig,
+};
 
 use crate::OpenError;
 use crate::snapshot_file::{Meta, PendingSnapshot, SnapshotFile};
@@ -23,19 +26,14 @@ pub struct StateMachine {
     snapshots: SnapshotFile,
 }
 
-/// Finishes a snapshot whose state was written to a temporary file when the builder was made.
+/// Builds a snapshot of the state as it was when the builder was made: the builder holds an
+/// image of it ([`ReplicatedState::image`]), which later applies do not change.
+///
+/// [`ReplicatedState::image`]: tickd_raft::ReplicatedState::image
 pub struct SnapshotBuilder {
-    /// The written state, or why it could not be written (reported by `build_snapshot`, since
-    /// making a builder cannot fail in openraft's interface).
-    written: Result<WrittenState, String>,
+    /// The state to encode; taken by the first `build_snapshot`.
+    image: Option<StateImage>,
     snapshots: SnapshotFile,
-}
-
-/// The state machine serialized at one log position, not yet durable.
-struct WrittenState {
-    pending: PendingSnapshot,
-    /// How long writing took, part of the snapshot's build time.
-    writing: Duration,
 }
 
 impl StateMachine {
@@ -79,47 +77,55 @@ fn snapshot_id(last_applied: Option<LogId<NodeId>>, nonce: u128) -> String {
     }
 }
 
-/// Serializes the applied state, under its read lock, to a temporary snapshot file.
-fn write_state(state: &StateHandle, snapshots: &SnapshotFile) -> Result<WrittenState, String> {
+/// Serializes an image of the state to a temporary snapshot file (about a second per 200 MB
+/// of snapshot, during which the state machine goes on applying).
+fn write_image(image: StateImage, snapshots: &SnapshotFile) -> io::Result<PendingSnapshot> {
     let started = Instant::now();
-    let state = state.read();
     let nonce = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or_default();
     let meta = Meta {
-        last_log_id: state.last_applied,
-        last_membership: state.membership.clone(),
-        snapshot_id: snapshot_id(state.last_applied, nonce),
+        last_log_id: image.last_applied,
+        last_membership: image.membership.clone(),
+        snapshot_id: snapshot_id(image.last_applied, nonce),
     };
-    let written = snapshots.write("built", &meta, &*state);
-    drop(state);
-    let writing = started.elapsed();
-    telemetry::record_snapshot_write(writing);
-    written
-        .map(|pending| WrittenState { pending, writing })
-        .map_err(|error| format!("the state could not be written: {error}"))
+    let written = snapshots.write("built", &meta, &image);
+    // Nodes the state changed meanwhile are freed here, with the image.
+    drop(image);
+    telemetry::record_snapshot_write(started.elapsed());
+    written.map_err(|error| io::Error::other(format!("the state could not be written: {error}")))
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    /// Encodes the image and makes it the current snapshot, on a blocking thread: at a million
+    /// clocks the encoding takes seconds, and on a runtime thread it held up everything else
+    /// that thread serves (heartbeats, votes, the API), so followers missed their leader and
+    /// elections followed. openraft runs this in a task of its own, so the state machine
+    /// applies meanwhile.
     async fn build_snapshot(&mut self) -> StoreResult<Snapshot<TypeConfig>> {
         let started = Instant::now();
-        let written = std::mem::replace(&mut self.written, Err("already built".to_string()))
-            .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
-        let WrittenState { pending, writing } = written;
-        let bytes = pending.bytes;
+        let image = self.image.take().ok_or_else(|| {
+            StorageIOError::write_snapshot(None, &io::Error::other("already built"))
+        })?;
         let snapshots = self.snapshots.clone();
-        // Fsyncing a large snapshot is blocking work. If a newer snapshot was installed from
-        // the leader meanwhile, that one is what this build hands back.
-        let (meta, file) = tokio::task::spawn_blocking(move || snapshots.commit(pending))
-            .await
-            .map_err(|e| StorageIOError::write_snapshot(None, &e))?
-            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        // If a newer snapshot was installed from the leader meanwhile, that one is what this
+        // build hands back.
+        let (meta, file, bytes) = tokio::task::spawn_blocking(move || {
+            let pending = write_image(image, &snapshots)?;
+            let bytes = pending.bytes;
+            snapshots
+                .commit(pending)
+                .map(|(meta, file)| (meta, file, bytes))
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(None, &e))?
+        .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
         telemetry::record_snapshot(SnapshotOrigin::Built, bytes);
         tracing::info!(
             snapshot = %meta.snapshot_id,
             bytes,
-            elapsed_ms = (writing + started.elapsed()).as_millis(),
+            elapsed_ms = started.elapsed().as_millis(),
             "snapshot built"
         );
         Ok(Snapshot {
@@ -191,22 +197,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(responses)
     }
 
-    /// Writes the state to a temporary file under the read lock instead of copying it:
-    /// readers go on, applies wait about as long as a copy took, and the node never holds two
-    /// registries (or a registry and its encoding) at once. The writes reach the page cache
-    /// only; the fsync happens in `build_snapshot`, off the lock.
-    ///
-    /// The writing runs on a blocking thread: at a million clocks it takes seconds, and on a
-    /// runtime thread it held up everything else that thread serves (heartbeats, votes, the
-    /// API), so followers missed their leader and elections followed.
+    /// Takes an image of the state under the read lock, in O(1): openraft's state machine
+    /// task waits for this call before it applies anything more, so the encoding waits for
+    /// `build_snapshot`, which openraft runs in a task of its own. The image shares the state's
+    /// nodes: the node never holds two registries (or a registry and its encoding) at once,
+    /// only the nodes that applies change while the image is encoded are copied.
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        let state = self.state.clone();
-        let snapshots = self.snapshots.clone();
-        let written = tokio::task::spawn_blocking(move || write_state(&state, &snapshots))
-            .await
-            .unwrap_or_else(|error| Err(format!("the snapshot writer failed: {error}")));
         SnapshotBuilder {
-            written,
+            image: Some(self.state.read().image()),
             snapshots: self.snapshots.clone(),
         }
     }
@@ -237,12 +235,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             if current != installing {
                 // openraft installs only snapshots newer than the applied state, and a node
                 // builds its own only from that state, so this would be a broken invariant.
-                return Err(std::io::Error::other(format!(
+                return Err(io::Error::other(format!(
                     "snapshot {} is older than the current snapshot {}",
                     installing.snapshot_id, current.snapshot_id
                 )));
             }
-            Ok::<_, std::io::Error>((state, bytes))
+            Ok::<_, io::Error>((state, bytes))
         })
         .await
         .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
@@ -269,7 +267,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use openraft::CommittedLeaderId;
+    use tickd_domain::{Channel, ClockId, Command, QueueId};
 
     use super::*;
 
@@ -297,5 +298,80 @@ mod tests {
         state_machine.apply([blank]).await.expect("applied");
         assert_eq!(handle.read().last_applied, Some(log_id));
         assert_eq!(state_machine.handle().read().last_applied, Some(log_id));
+    }
+
+    /// Registers a clock in `state` as the entry at `index` would.
+    fn register_at(state: &mut ReplicatedState, index: u64) {
+        state.apply(Command::Register {
+            name: format!("clock-{index}"),
+            schedule: "every.1.hours".parse().expect("a schedule"),
+            id: ClockId::new(format!("{index:032x}")),
+            channel: Channel::Http {
+                queue_id: QueueId::new(format!("q{index:031x}")),
+            },
+            max_clocks: u64::MAX,
+            now_ms: 1_764_000_000_000,
+        });
+        state.last_applied = Some(LogId::new(CommittedLeaderId::new(1, 1), index));
+    }
+
+    /// The state machine goes on applying while a snapshot is built, and the snapshot is the
+    /// state at one log index all the same. openraft's state machine task applies nothing
+    /// while `get_snapshot_builder` runs, so that call must not encode; and the encoding must
+    /// not hold the state, or the write that comes during it waits for all of it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_go_on_while_a_snapshot_is_built_and_it_holds_the_state_of_one_index() {
+        const CLOCKS: u64 = 20_000;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (_log, mut state_machine, handle) = crate::open(dir.path()).expect("opened");
+        {
+            let mut state = handle.write();
+            for index in 1..=CLOCKS {
+                register_at(&mut state, index);
+            }
+        }
+        let asked = Instant::now();
+        let mut builder = state_machine.get_snapshot_builder().await;
+        let making_the_builder = asked.elapsed();
+        let building = tokio::spawn(async move {
+            let started = Instant::now();
+            let built = builder.build_snapshot().await;
+            (built, started.elapsed())
+        });
+        // Each write registers one more clock; the longest wait for the lock is kept.
+        let mut longest_wait = Duration::ZERO;
+        let mut index = CLOCKS;
+        while !building.is_finished() {
+            index += 1;
+            let asked = Instant::now();
+            let mut state = handle.write();
+            longest_wait = longest_wait.max(asked.elapsed());
+            register_at(&mut state, index);
+        }
+        let (built, build_time) = building.await.expect("the build returned");
+        let built = built.expect("the snapshot was built");
+        let (decoded, _bytes) = SnapshotFile::new(dir.path().join("snapshot"))
+            .load()
+            .expect("the snapshot reads")
+            .expect("a snapshot exists");
+
+        assert_eq!(built.meta.last_log_id.map(|id| id.index), Some(CLOCKS));
+        assert_eq!(decoded.last_applied, built.meta.last_log_id);
+        assert_eq!(
+            decoded.registry.len() as u64,
+            CLOCKS,
+            "the snapshot holds exactly the clocks applied up to its index"
+        );
+        assert!(index > CLOCKS + 10, "writes were applied during the build");
+        assert!(
+            making_the_builder * 4 < build_time,
+            "making the builder took {making_the_builder:?} against {build_time:?} for the \
+             build: the state machine waited for the encoding"
+        );
+        assert!(
+            longest_wait * 4 < build_time,
+            "a write waited {longest_wait:?} for the state while the build took \
+             {build_time:?}: the encoding held the state"
+        );
     }
 }

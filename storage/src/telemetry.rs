@@ -20,7 +20,7 @@ pub const COMMIT_INDEX: &str = "tickd_raft_commit_index";
 pub const SNAPSHOTS: &str = "tickd_raft_snapshots_total";
 /// The size of the latest snapshot this node built or installed.
 pub const SNAPSHOT_SIZE: &str = "tickd_raft_snapshot_size_bytes";
-/// Serializing the state into a snapshot: applies wait meanwhile.
+/// Serializing an image of the state into a snapshot file; applies go on meanwhile.
 pub const SNAPSHOT_WRITE_DURATION: &str = "tickd_raft_snapshot_write_duration_seconds";
 /// The bytes still free for tickd in the data directory's filesystem.
 pub const FREE_BYTES: &str = "tickd_data_dir_free_bytes";
@@ -76,8 +76,8 @@ pub fn describe() {
     describe_histogram!(
         SNAPSHOT_WRITE_DURATION,
         Unit::Seconds,
-        "Serializing the state into a snapshot, under the state's read lock: writes, pops and \
-         ticks wait this long (about a second per 200 MB of snapshot)"
+        "Serializing an image of the state into a snapshot file (about a second per 200 MB of \
+         snapshot); the state machine goes on applying meanwhile"
     );
     describe_gauge!(
         FREE_BYTES,
@@ -108,7 +108,7 @@ pub(crate) fn record_fsync(took: Duration) {
     histogram!(FSYNC_DURATION).record(took.as_secs_f64());
 }
 
-/// Records how long serializing a snapshot held the state.
+/// Records how long serializing a snapshot took.
 pub(crate) fn record_snapshot_write(took: Duration) {
     histogram!(SNAPSHOT_WRITE_DURATION).record(took.as_secs_f64());
 }

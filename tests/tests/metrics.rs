@@ -341,10 +341,10 @@ async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
-/// A snapshot's serialization holds the state (writes, pops and ticks wait for it), so how
-/// long it took is exported: at a million clocks it is the cluster's longest pause.
+/// How long a snapshot's serialization took is exported: at a million clocks it is the
+/// largest piece of work a node does, and it grows with the state.
 #[tokio::test]
-async fn a_snapshot_records_how_long_it_held_the_state() {
+async fn a_snapshot_records_how_long_writing_it_took() {
     let cluster = TestCluster::builder()
         .nodes(1)
         .rabbit_uri(None)
