@@ -126,7 +126,7 @@ pub fn clock_url(base: &BaseUrl, id: &str) -> String {
 
 /// Links in the compat order: self, resume (when paused), tick, pause (when not paused).
 fn links(clock: &Clock, status: ClockStatus, base: &BaseUrl) -> Vec<Link> {
-    let this = clock_url(base, clock.id.as_str());
+    let this = clock_url(base, &clock.id.text());
     let paused = status == ClockStatus::Paused;
     let mut links = vec![Link {
         rel: "self",

@@ -129,7 +129,7 @@ impl ClockFilter {
         status_ok
             && accepts(&self.name, &clock.name)
             && accepts(&self.schedule, clock.schedule.as_str())
-            && accepts(&self.id, clock.id.as_str())
+            && accepts(&self.id, &clock.id.text())
     }
 }
 
@@ -202,7 +202,7 @@ mod tests {
             let selected: String = all
                 .iter()
                 .filter(|clock| filter.matches(clock))
-                .map(|clock| clock.id.as_str())
+                .map(|clock| clock.id.to_string())
                 .collect();
             assert_eq!(&selected, expected, "query {query:?}");
         }

@@ -54,6 +54,7 @@
 //! [`Schedule::instants_in`] from a `now` it is given.
 
 mod clock;
+mod compact_id;
 mod due_index;
 mod excerpt;
 mod filter;
@@ -71,6 +72,7 @@ pub use clock::{
     Channel, Clock, ClockId, ClockStatus, IdError, MAX_ID_BYTES, MAX_NAME_BYTES,
     MIN_QUEUE_ID_BYTES, NameError, QueueId, StatusError, validate_name,
 };
+pub use compact_id::IdText;
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
 pub use level::{Level, Levels};
@@ -80,7 +82,7 @@ pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
 pub use shared_map::SharedMap;
-pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket};
+pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket, StatsSlot};
 pub use ticks::{
     Cursor, DEFAULT_QUEUE_LIMIT, Filed, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS,
     MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick, TickCounters, TickId,

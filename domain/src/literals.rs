@@ -78,6 +78,8 @@ mod tests {
         let other = literals.share(schedule("every.60.minutes"));
         assert!(!std::ptr::eq(first.as_str(), other.as_str()));
         assert_eq!(literals.len(), 2);
+        // Every clock holds its schedule: one pointer, whatever the literal.
+        assert_eq!(size_of::<Schedule>(), size_of::<usize>());
     }
 
     #[test]

@@ -112,9 +112,9 @@ mod tests {
             clock("c1", "ab", "every.1.seconds"),
             clock("c2", "a", "every.1.seconds"),
         ]);
-        let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.as_str());
-        assert_eq!(found("ab", "every.1.seconds"), Some("c1"));
-        assert_eq!(found("a", "every.1.seconds"), Some("c2"));
+        let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.to_string());
+        assert_eq!(found("ab", "every.1.seconds").as_deref(), Some("c1"));
+        assert_eq!(found("a", "every.1.seconds").as_deref(), Some("c2"));
         assert_eq!(found("a", "every.2.seconds"), None);
         assert_eq!(found("abevery.1.seconds", ""), None);
     }
@@ -147,8 +147,8 @@ mod tests {
             .collect();
         let found = index
             .find(&clocks, "orders", "@never")
-            .map(|c| c.id.as_str());
-        assert_eq!(found, Some("c1"));
+            .map(|c| c.id.to_string());
+        assert_eq!(found.as_deref(), Some("c1"));
     }
 
     #[test]
@@ -169,8 +169,8 @@ mod tests {
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
-        let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.as_str());
-        assert_eq!(found("orders", "@never"), Some("c3"));
+        let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.to_string());
+        assert_eq!(found("orders", "@never").as_deref(), Some("c3"));
         assert_eq!(found("receipts", "every.1.seconds"), None);
     }
 
@@ -183,7 +183,10 @@ mod tests {
             clock("c4", "invoices", "@never"),
         ]);
         let named = |name| {
-            let mut ids: Vec<&str> = index.named(&clocks, name).map(|c| c.id.as_str()).collect();
+            let mut ids: Vec<String> = index
+                .named(&clocks, name)
+                .map(|c| c.id.to_string())
+                .collect();
             ids.sort_unstable();
             ids
         };
@@ -208,9 +211,9 @@ mod tests {
             .into_iter()
             .map(|c| (c.id.clone(), c))
             .collect();
-        let named: Vec<&str> = index
+        let named: Vec<String> = index
             .named(&clocks, "orders")
-            .map(|c| c.id.as_str())
+            .map(|c| c.id.to_string())
             .collect();
         assert_eq!(named, ["c1"]);
     }

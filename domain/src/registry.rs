@@ -1445,7 +1445,10 @@ mod tests {
         };
         let (registry, outcomes) = run();
         assert_eq!((registry.clone(), outcomes.clone()), run());
-        let ids: Vec<&str> = registry.clocks().map(|clock| clock.id.as_str()).collect();
+        let ids: Vec<String> = registry
+            .clocks()
+            .map(|clock| clock.id.to_string())
+            .collect();
         assert_eq!(ids, ["c1", "c2", "c4"]);
         assert_eq!(
             outcomes.last(),
@@ -2094,7 +2097,7 @@ mod tests {
             .ledger()
             .cursors
             .get(&id(clock))
-            .map(|cursor| cursor.stats)
+            .map(|cursor| cursor.stats.get())
             .unwrap_or_else(|| panic!("clock {clock} has a cursor"))
     }
 

@@ -12,7 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::clock::{Channel, Clock, ClockId, ClockStatus, IdError, NameError, validate_name};
+use crate::clock::{
+    Channel, Clock, ClockId, ClockStatus, IdError, NameError, QueueId, validate_name,
+};
 use crate::excerpt::Excerpt;
 use crate::registry::RegistrySnapshot;
 use crate::ticks::{MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId};
@@ -148,7 +150,7 @@ impl RegistrySnapshot {
     pub fn validate_for_restore(&self, now_ms: u64) -> Result<(), RestoreError> {
         let mut by_id: BTreeMap<&ClockId, &Clock> = BTreeMap::new();
         let mut by_pair: BTreeMap<(&str, &str), &ClockId> = BTreeMap::new();
-        let mut by_queue: BTreeMap<&str, &Clock> = BTreeMap::new();
+        let mut by_queue: BTreeMap<&QueueId, &Clock> = BTreeMap::new();
         for (index, clock) in self.clocks.iter().enumerate() {
             validate_clock(index, clock)?;
             if by_id.insert(&clock.id, clock).is_some() {
@@ -166,7 +168,7 @@ impl RegistrySnapshot {
                 });
             }
             if let Channel::Http { queue_id } = &clock.channel
-                && let Some(first) = by_queue.insert(queue_id.as_str(), clock)
+                && let Some(first) = by_queue.insert(queue_id, clock)
             {
                 return Err(RestoreError::SharedQueue {
                     first: first.id.clone(),
@@ -188,7 +190,7 @@ impl RegistrySnapshot {
         }
         if let Some(stray) = ledger.cursors.keys().find(|id| !by_id.contains_key(id)) {
             return Err(RestoreError::StrayCursor {
-                id: Excerpt::of(stray.as_str()),
+                id: Excerpt::of(&stray.text()),
             });
         }
         if let Some(clock) = self
@@ -212,12 +214,11 @@ impl RegistrySnapshot {
             validate_tick(place, tick, clock, ledger.manual_sequence, &mut manual_ids)?;
         }
         for (queue_id, ticks) in &ledger.queues {
-            let clock =
-                by_queue
-                    .get(queue_id.as_str())
-                    .ok_or_else(|| RestoreError::StrayQueue {
-                        queue: Excerpt::of(queue_id.as_str()),
-                    })?;
+            let clock = by_queue
+                .get(queue_id)
+                .ok_or_else(|| RestoreError::StrayQueue {
+                    queue: Excerpt::of(&queue_id.text()),
+                })?;
             for tick in ticks {
                 validate_tick(
                     "ledger.queues",
@@ -285,7 +286,7 @@ fn validate_tick(
         let sequence = tick
             .id
             .as_str()
-            .strip_prefix(clock.id.as_str())
+            .strip_prefix(&*clock.id.text())
             .and_then(|rest| rest.strip_prefix("-m"))
             .and_then(|digits| digits.parse::<u64>().ok())
             .filter(|sequence| TickId::manual(&clock.id, *sequence) == tick.id);

@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, ClockId, QueueId};
 use crate::schedule::Schedule;
 use crate::shared_map::{self, SharedMap};
-use crate::stats::{ClockStats, Delivery, DeliverySeries};
+use crate::stats::{Delivery, DeliverySeries, StatsSlot};
 
 /// The furthest past its own `now_ms` an intent reaches; a later `through_ms` is clamped to
 /// it. The leader intends 600 ms ahead (`engine::decisions::LOOKAHEAD`); the rest is margin
@@ -265,8 +265,8 @@ pub struct Cursor {
     /// The last time a consumer showed interest (registration, a poll, a resume).
     pub last_activity_ms: u64,
     /// What became of the clock's ticks (absent from snapshots of v0.1.0, and while empty).
-    #[serde(default, skip_serializing_if = "ClockStats::is_empty")]
-    pub stats: ClockStats,
+    #[serde(default, skip_serializing_if = "StatsSlot::is_empty")]
+    pub stats: StatsSlot,
     /// The instant the registry's due index files the clock under, if it does. Derived like
     /// the index: never serialized, set again when a registry is loaded.
     #[serde(skip)]
@@ -279,7 +279,7 @@ impl Cursor {
         Cursor {
             ticks_from_ms: now_ms,
             last_activity_ms: now_ms,
-            stats: ClockStats::default(),
+            stats: StatsSlot::default(),
             due_at: None,
         }
     }

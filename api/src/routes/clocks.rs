@@ -125,7 +125,7 @@ pub async fn register(
     let view = ClockView::registered(&clock, shown_status, &base, &context);
     let location = format!(
         "{}?access_token={}",
-        clock_url(&base, clock.id.as_str()),
+        clock_url(&base, &clock.id.text()),
         form_urlencoded::byte_serialize(app.config.token.expose().as_bytes()).collect::<String>()
     );
     let mut response = (StatusCode::CREATED, Json(view)).into_response();
@@ -196,7 +196,7 @@ pub async fn list(
         .collect();
     let mut response = Json(views).into_response();
     if more && let Some(last) = clocks.last() {
-        let next = Page::next_link(&base, &pairs, last.id.as_str());
+        let next = Page::next_link(&base, &pairs, &last.id.text());
         if let Ok(link) = HeaderValue::from_str(&next) {
             response.headers_mut().insert(header::LINK, link);
         }

@@ -83,7 +83,7 @@ pub async fn pop(
         .registry
         .clock_of_queue(&queue)
         .is_some();
-    if !known && !might_be_drawn(queue.as_str()) {
+    if !known && !might_be_drawn(&queue.text()) {
         return Err(no_such_queue(&queue));
     }
     let linearized = if known {
@@ -169,7 +169,7 @@ fn no_such_queue(queue: &QueueId) -> ApiError {
     ApiError::not_found(format!(
         "there is no queue {}: its clock may have been removed after going unconsumed for \
          the clock TTL; register the clock again",
-        Excerpt::of(queue.as_str())
+        Excerpt::of(&queue.text())
     ))
 }
 

@@ -107,7 +107,7 @@ impl TickStats {
             .map(|clock| {
                 let stats = cursors
                     .get(&clock.id)
-                    .map(|cursor| cursor.stats)
+                    .map(|cursor| cursor.stats.get())
                     .unwrap_or_default();
                 ClockTicks {
                     id: clock.id.to_string(),

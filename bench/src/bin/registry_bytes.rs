@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use tickd_domain::{Channel, Clock, ClockId, ClockStats, Command, Cursor, QueueId, Registry};
-use tickd_domain::{Schedule, Tick};
+use tickd_domain::{Schedule, StatsSlot, Tick};
 
 /// Measures the registry's bytes per clock.
 #[derive(Debug, Parser)]
@@ -76,12 +76,14 @@ fn measure(args: &Args) -> Result<(), String> {
         grown as f64 / clocks
     );
     println!(
-        "sizes: Clock {} (ClockId {}, Schedule {}, Channel {}), Cursor {} (ClockStats {}), Tick {}",
+        "sizes: Clock {} (ClockId {}, Schedule {}, Channel {}), Cursor {} (StatsSlot {}, \
+         ClockStats {} once a tick is recorded), Tick {}",
         size_of::<Clock>(),
         size_of::<ClockId>(),
         size_of::<Schedule>(),
         size_of::<Channel>(),
         size_of::<Cursor>(),
+        size_of::<StatsSlot>(),
         size_of::<ClockStats>(),
         size_of::<Tick>(),
     );
