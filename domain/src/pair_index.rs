@@ -3,7 +3,7 @@
 //!
 //! A registration must find the clock of its pair, so every clock is indexed by it. Keyed by
 //! the pair itself, the index held a second copy of every name and literal; keyed by 64-bit
-//! hashes of the name and of the literal, an entry is two numbers and a shared id. Two names
+//! hashes of the name and of the literal, an entry is two numbers and the id (16 bytes). Two names
 //! (or literals) may share a hash, so a lookup checks each candidate's own name and literal: a
 //! collision costs a comparison, never a wrong answer. The name's hash comes first, so the
 //! clocks of one name are one range of the index: a list by name (`?name=`) costs the clocks
@@ -62,7 +62,7 @@ impl PairIndex {
     }
 }
 
-/// The index entry of `clock`: its name's and literal's hashes and its (shared) id.
+/// The index entry of `clock`: its name's and literal's hashes and its id.
 fn entry_of(clock: &Clock) -> (u64, u64, ClockId) {
     (
         hash_of(&clock.name),
