@@ -130,9 +130,14 @@ impl Schedule {
     /// exactly, because it becomes an identity (a queue name) that clients
     /// compare byte for byte. Never panics, whatever the input.
     pub fn parse(literal: &str) -> Result<Schedule, ScheduleError> {
-        let interval_ms = interval_ms_of(literal)?;
+        Schedule::of(literal.into())
+    }
+
+    /// The schedule of `literal`, which keeps it as it is.
+    fn of(literal: Box<str>) -> Result<Schedule, ScheduleError> {
+        let interval_ms = interval_ms_of(&literal)?;
         Ok(Schedule(Arc::new(Parsed {
-            literal: literal.into(),
+            literal,
             interval_ms,
         })))
     }
@@ -258,11 +263,7 @@ impl TryFrom<String> for Schedule {
     type Error = ScheduleError;
 
     fn try_from(literal: String) -> Result<Self, Self::Error> {
-        let interval_ms = interval_ms_of(&literal)?;
-        Ok(Schedule(Arc::new(Parsed {
-            literal: literal.into_boxed_str(),
-            interval_ms,
-        })))
+        Schedule::of(literal.into_boxed_str())
     }
 }
 
