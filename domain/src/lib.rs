@@ -61,6 +61,7 @@ mod filter;
 pub mod level;
 mod literals;
 mod pair_index;
+mod queue_index;
 mod registry;
 mod restore;
 mod schedule;

@@ -2,23 +2,31 @@
 //! a name to the clocks of that name.
 //!
 //! A registration must find the clock of its pair, so every clock is indexed by it. Keyed by
-//! the pair itself, the index held a second copy of every name and literal; keyed by 64-bit
-//! hashes of the name and of the literal, an entry is two numbers and the id (16 bytes). Two names
-//! (or literals) may share a hash, so a lookup checks each candidate's own name and literal: a
-//! collision costs a comparison, never a wrong answer. The name's hash comes first, so the
-//! clocks of one name are one range of the index: a list by name (`?name=`) costs the clocks
-//! of that name, not a pass over the registry.
+//! the pair itself, the index held a second copy of every name and literal; an entry is now
+//! one 64-bit key and the id (24 bytes): the high 48 bits are the name's hash, the low 16 the
+//! literal's. Two pairs may share a key, so a lookup checks each candidate's own name and
+//! literal: a collision costs a comparison, never a wrong answer. The name's bits come first,
+//! so the clocks of one name are one range of the index: a list by name (`?name=`) costs the
+//! clocks of that name (and of any name that shares its 48 bits), not a pass over the
+//! registry. The literal needs few bits: one name has few schedules.
 
 use std::collections::BTreeSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ops::RangeInclusive;
 
 use crate::clock::{Clock, ClockId};
 use crate::shared_map::SharedMap;
 
-/// Clock ids by the hashes of their name and schedule literal.
+/// The bits of a key that come from the literal's hash; the rest come from the name's.
+const LITERAL_BITS: u32 = 16;
+
+/// The literal's part of a key.
+const LITERAL_MASK: u64 = (1 << LITERAL_BITS) - 1;
+
+/// Clock ids by a key made of their name's and schedule literal's hashes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PairIndex {
-    entries: BTreeSet<(u64, u64, ClockId)>,
+    entries: BTreeSet<(u64, ClockId)>,
 }
 
 impl PairIndex {
@@ -39,11 +47,8 @@ impl PairIndex {
         name: &str,
         literal: &str,
     ) -> Option<&'a Clock> {
-        let key = (hash_of(name), hash_of(literal));
-        self.entries
-            .range((key.0, key.1, ClockId::new(String::new()))..)
-            .take_while(|(name, literal, _)| (*name, *literal) == key)
-            .filter_map(|(_, _, id)| clocks.get(id))
+        let key = pair_key(name, literal);
+        self.candidates(clocks, key..=key)
             .find(|clock| clock.name == name && clock.schedule.as_str() == literal)
     }
 
@@ -53,22 +58,37 @@ impl PairIndex {
         clocks: &'a SharedMap<ClockId, Clock>,
         name: &'a str,
     ) -> impl Iterator<Item = &'a Clock> + 'a {
-        let hash = hash_of(name);
-        self.entries
-            .range((hash, 0, ClockId::new(String::new()))..)
-            .take_while(move |(candidate, _, _)| *candidate == hash)
-            .filter_map(|(_, _, id)| clocks.get(id))
+        let first = pair_key(name, "") & !LITERAL_MASK;
+        self.candidates(clocks, first..=first | LITERAL_MASK)
             .filter(move |clock| clock.name == name)
+    }
+
+    /// The clocks filed under the keys of `keys`.
+    fn candidates<'a>(
+        &self,
+        clocks: &'a SharedMap<ClockId, Clock>,
+        keys: RangeInclusive<u64>,
+    ) -> impl Iterator<Item = &'a Clock> {
+        let (first, last) = keys.into_inner();
+        self.entries
+            .range((first, ClockId::new(String::new()))..)
+            .take_while(move |(key, _)| *key <= last)
+            .filter_map(|(_, id)| clocks.get(id))
     }
 }
 
-/// The index entry of `clock`: its name's and literal's hashes and its id.
-fn entry_of(clock: &Clock) -> (u64, u64, ClockId) {
+/// The index entry of `clock`: its pair's key and its id.
+fn entry_of(clock: &Clock) -> (u64, ClockId) {
     (
-        hash_of(&clock.name),
-        hash_of(clock.schedule.as_str()),
+        pair_key(&clock.name, clock.schedule.as_str()),
         clock.id.clone(),
     )
+}
+
+/// The key of a (name, literal) pair: the name's hash in the high bits, the literal's in the
+/// low [`LITERAL_BITS`].
+fn pair_key(name: &str, literal: &str) -> u64 {
+    (hash_of(name) & !LITERAL_MASK) | (hash_of(literal) & LITERAL_MASK)
 }
 
 /// A string's hash. `DefaultHasher::new` has fixed keys, so a hash is the same for the life of
@@ -133,13 +153,9 @@ mod tests {
         // Force a collision: file both clocks under one hash, as two pairs could be.
         let first = clock("c1", "orders", "@never");
         let second = clock("c2", "invoices", "@never");
-        let (name, literal) = (hash_of("orders"), hash_of("@never"));
+        let key = pair_key("orders", "@never");
         let index = PairIndex {
-            entries: [
-                (name, literal, first.id.clone()),
-                (name, literal, second.id.clone()),
-            ]
-            .into(),
+            entries: [(key, first.id.clone()), (key, second.id.clone())].into(),
         };
         let clocks: SharedMap<ClockId, Clock> = [first, second]
             .into_iter()
@@ -158,11 +174,11 @@ mod tests {
         let same_literal = clock("c1", "invoices", "@never");
         let same_name = clock("c2", "orders", "every.1.seconds");
         let pair = clock("c3", "orders", "@never");
-        let (name, literal) = (hash_of("orders"), hash_of("@never"));
+        let key = pair_key("orders", "@never");
         let index = PairIndex {
             entries: [&same_literal, &same_name, &pair]
                 .into_iter()
-                .map(|c| (name, literal, c.id.clone()))
+                .map(|c| (key, c.id.clone()))
                 .collect(),
         };
         let clocks: SharedMap<ClockId, Clock> = [same_literal, same_name, pair]
@@ -200,11 +216,10 @@ mod tests {
         // Force a collision of names: both clocks under the hash of "orders".
         let orders = clock("c1", "orders", "@never");
         let invoices = clock("c2", "invoices", "@never");
-        let name = hash_of("orders");
         let index = PairIndex {
             entries: [&orders, &invoices]
                 .into_iter()
-                .map(|c| (name, hash_of(c.schedule.as_str()), c.id.clone()))
+                .map(|c| (pair_key("orders", c.schedule.as_str()), c.id.clone()))
                 .collect(),
         };
         let clocks: SharedMap<ClockId, Clock> = [orders, invoices]
@@ -216,5 +231,32 @@ mod tests {
             .map(|c| c.id.to_string())
             .collect();
         assert_eq!(named, ["c1"]);
+    }
+
+    #[test]
+    fn a_name_covers_every_literal_key_and_no_neighbour() {
+        // The clocks of one name under the lowest and the highest literal bits, and a clock
+        // of that name filed just past the name's range, as another name's hash could put it.
+        let low = clock("c1", "orders", "@never");
+        let high = clock("c2", "orders", "every.1.seconds");
+        let outside = clock("c3", "orders", "every.2.seconds");
+        let prefix = pair_key("orders", "") & !LITERAL_MASK;
+        let index = PairIndex {
+            entries: [
+                (prefix, low.id.clone()),
+                (prefix | LITERAL_MASK, high.id.clone()),
+                (prefix.wrapping_add(LITERAL_MASK + 1), outside.id.clone()),
+            ]
+            .into(),
+        };
+        let clocks: SharedMap<ClockId, Clock> = [low, high, outside]
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
+        let named: Vec<String> = index
+            .named(&clocks, "orders")
+            .map(|c| c.id.to_string())
+            .collect();
+        assert_eq!(named, ["c1", "c2"]);
     }
 }

@@ -14,7 +14,7 @@
 //! registrations and actions that could have produced it
 //! ([`RegistrySnapshot::validate_for_restore`]) before it replaces anything.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::num::NonZeroU64;
 
 use serde::ser::SerializeStruct;
@@ -26,6 +26,7 @@ use crate::filter::ClockFilter;
 use crate::level::{Level, Levels};
 use crate::literals::Literals;
 use crate::pair_index::PairIndex;
+use crate::queue_index::QueueIndex;
 use crate::schedule::Schedule;
 use crate::shared_map::{self, SharedMap};
 use crate::ticks::{
@@ -302,7 +303,7 @@ pub struct Registry {
     /// registration joins the existing clock.
     by_pair: PairIndex,
     /// The clock of each http queue, so that a poll finds its clock.
-    by_queue: BTreeMap<QueueId, ClockId>,
+    by_queue: QueueIndex,
     /// The active clocks by the next instant an intent must file for them, so that an intent
     /// visits only the clocks due in its window.
     due: DueIndex,
@@ -349,38 +350,11 @@ impl Registry {
                 queue,
                 now_ms,
                 request,
-            } => match self.by_queue.get(&queue) {
-                Some(clock) => {
-                    if let Some(cursor) = self.ledger.cursors.get_mut(clock) {
-                        cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
-                    }
-                    match self.clocks.get(clock) {
-                        Some(clock) => {
-                            let max = level.max_pop_ticks();
-                            let ledger = &mut self.ledger;
-                            let retried = ledger
-                                .pop_replays
-                                .get(&queue)
-                                .is_some_and(|replay| replay.request == request);
-                            let popped = ledger.pop_due(clock, &queue, now_ms, request, max);
-                            if level.keeps_tick_stats() && !retried {
-                                for tick in &popped {
-                                    ledger.note_delivered(tick, now_ms);
-                                }
-                            }
-                            Outcome::Popped(popped)
-                        }
-                        None => Outcome::NotFound,
-                    }
-                }
-                None => Outcome::NotFound,
-            },
+            } => self.pop(level, &queue, now_ms, request),
             Command::Touch { queues, now_ms } => {
                 for queue in &queues {
-                    let cursor = self
-                        .by_queue
-                        .get(queue)
-                        .and_then(|clock| self.ledger.cursors.get_mut(clock));
+                    let clock = self.by_queue.find(&self.clocks, queue);
+                    let cursor = clock.and_then(|clock| self.ledger.cursors.get_mut(&clock.id));
                     if let Some(cursor) = cursor {
                         cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
                     }
@@ -411,6 +385,29 @@ impl Registry {
                     .into(),
             },
         }
+    }
+
+    /// Removes and returns the ticks of `queue` due at `now_ms`, or those of the queue's last
+    /// pop again when this is a retry of it; see [`Command::Pop`].
+    fn pop(&mut self, level: Level, queue: &QueueId, now_ms: u64, request: String) -> Outcome {
+        let Some(clock) = self.by_queue.find(&self.clocks, queue) else {
+            return Outcome::NotFound;
+        };
+        let ledger = &mut self.ledger;
+        if let Some(cursor) = ledger.cursors.get_mut(&clock.id) {
+            cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+        }
+        let retried = ledger
+            .pop_replays
+            .get(queue)
+            .is_some_and(|replay| replay.request == request);
+        let popped = ledger.pop_due(clock, queue, now_ms, request, level.max_pop_ticks());
+        if level.keeps_tick_stats() && !retried {
+            for tick in &popped {
+                ledger.note_delivered(tick, now_ms);
+            }
+        }
+        Outcome::Popped(popped)
     }
 
     /// Removes the ticks the broker settled from the outbox; those it stored count as
@@ -556,7 +553,7 @@ impl Registry {
         }
         if let Channel::Http { queue_id } = &channel
             && level.bounds_commands()
-            && self.by_queue.contains_key(queue_id)
+            && self.by_queue.find(&self.clocks, queue_id).is_some()
         {
             // Likewise for queue ids: two clocks on one queue would pop each other's ticks.
             return Outcome::Rejected {
@@ -828,7 +825,7 @@ impl Registry {
             }
             self.by_pair.remove(clock);
             if let Channel::Http { queue_id } = &clock.channel {
-                self.by_queue.remove(queue_id);
+                self.by_queue.remove(queue_id, &id);
                 queues.push(queue_id.clone());
             }
             if let Some(removed) = self.clocks.remove(&id) {
@@ -852,7 +849,7 @@ impl Registry {
         clock.schedule = self.literals.share(clock.schedule);
         self.by_pair.insert(&clock);
         if let Channel::Http { queue_id } = &clock.channel {
-            self.by_queue.insert(queue_id.clone(), clock.id.clone());
+            self.by_queue.insert(queue_id, &clock.id);
         }
         self.clocks.insert(clock.id.clone(), clock);
     }
@@ -885,7 +882,7 @@ impl Registry {
 
     /// The clock that owns an http queue.
     pub fn clock_of_queue(&self, queue: &QueueId) -> Option<&Clock> {
-        self.by_queue.get(queue).and_then(|id| self.clocks.get(id))
+        self.by_queue.find(&self.clocks, queue)
     }
 
     /// The clocks that `filter` selects, ordered by id, for
