@@ -135,11 +135,14 @@ pub(crate) fn rss_of_nodes(cluster: &TestCluster) -> Result<Vec<u64>, String> {
     cluster
         .node_ids()
         .into_iter()
-        .map(|id| {
-            let pid = cluster.pid(id).ok_or(format!("node {id} is not running"))?;
-            rss_bytes(pid)
-        })
+        .map(|id| rss_of_node(cluster, id))
         .collect()
+}
+
+/// The resident memory of node `id`, bytes.
+pub(crate) fn rss_of_node(cluster: &TestCluster, id: u64) -> Result<u64, String> {
+    let pid = cluster.pid(id).ok_or(format!("node {id} is not running"))?;
+    rss_bytes(pid)
 }
 
 /// A process's resident set size, from `/proc/<pid>/status`.

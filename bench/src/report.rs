@@ -54,6 +54,9 @@ pub struct Headline {
     pub scale_idle_cpu_empty_pct: Option<f64>,
     /// Largest node RSS holding the scale population, divided by its clocks.
     pub scale_bytes_per_clock: Option<f64>,
+    /// The same of a follower restarted among the population, which loaded it from its
+    /// snapshot.
+    pub scale_bytes_per_clock_restarted: Option<f64>,
     /// p99 lateness of the frequent http clocks among the population.
     pub scale_lateness_p99_ms: Option<f64>,
     /// That p99 over the same clocks' p99 on the empty cluster.
@@ -151,6 +154,7 @@ impl Report {
             headline.scale_idle_cpu_empty_pct =
                 Some(scale.idle_cpu_empty_pct.iter().copied().fold(0.0, f64::max));
             headline.scale_bytes_per_clock = Some(scale.bytes_per_clock);
+            headline.scale_bytes_per_clock_restarted = Some(scale.bytes_per_clock_restarted);
             headline.scale_lateness_p99_ms = Some(scale.frequent_lateness.p99_ms);
             headline.scale_lateness_vs_empty_p99 = Some(scale.lateness_vs_empty_p99());
         }
@@ -293,6 +297,10 @@ impl Headline {
             ("scale_idle_cpu_pct", self.scale_idle_cpu_pct),
             ("scale_idle_cpu_empty_pct", self.scale_idle_cpu_empty_pct),
             ("scale_bytes_per_clock", self.scale_bytes_per_clock),
+            (
+                "scale_bytes_per_clock_restarted",
+                self.scale_bytes_per_clock_restarted,
+            ),
             ("scale_lateness_p99_ms", self.scale_lateness_p99_ms),
             (
                 "scale_lateness_vs_empty_p99",

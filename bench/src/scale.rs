@@ -16,7 +16,7 @@ use tickd_tests::process::cpu_percent;
 
 use crate::client::Registration;
 use crate::consumer::now_ms;
-use crate::footprint::{last_snapshot, restart_to_serving, rss_of_nodes};
+use crate::footprint::{last_snapshot, restart_to_serving, rss_of_node, rss_of_nodes};
 use crate::population::Population;
 use crate::stats::{Percentiles, ratio};
 
@@ -61,6 +61,11 @@ pub struct ScaleResult {
     pub rss_bytes: Vec<u64>,
     /// The largest node's resident memory divided by the clocks it holds.
     pub bytes_per_clock: f64,
+    /// The restarted follower's resident memory, bytes, once it serves and has settled: a node
+    /// that loaded the population from its snapshot rather than grown with it.
+    pub rss_restarted_bytes: u64,
+    /// That divided by the clocks it holds.
+    pub bytes_per_clock_restarted: f64,
     /// The size of the last snapshot the leader built, bytes.
     pub snapshot_bytes: u64,
     /// How long building it took, ms.
@@ -147,6 +152,13 @@ pub async fn run(
     println!("  frequent clocks among the population: {frequent_lateness:?}");
     act_on_all(http, cluster, &frequent, "pause").await?;
     let restart_to_serving_ms = restart_to_serving(http, cluster, follower, &population).await?;
+    tokio::time::sleep(SETTLE).await;
+    let rss_restarted_bytes = rss_of_node(cluster, follower)?;
+    let bytes_per_clock_restarted = rss_restarted_bytes as f64 / (clocks + frequent_clocks) as f64;
+    println!(
+        "  the restarted follower, settled: {:?} MB resident",
+        megabytes(&[rss_restarted_bytes])
+    );
 
     Ok(ScaleResult {
         clocks,
@@ -157,6 +169,8 @@ pub async fn run(
         rss_empty_bytes,
         rss_bytes,
         bytes_per_clock,
+        rss_restarted_bytes,
+        bytes_per_clock_restarted,
         snapshot_bytes,
         snapshot_build_ms,
         restart_to_serving_ms,

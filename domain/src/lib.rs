@@ -60,6 +60,7 @@ mod excerpt;
 mod filter;
 pub mod level;
 mod literals;
+mod load;
 mod pair_index;
 mod queue_index;
 mod registry;

@@ -25,6 +25,7 @@ use crate::due_index::DueIndex;
 use crate::filter::ClockFilter;
 use crate::level::{Level, Levels};
 use crate::literals::Literals;
+use crate::load::Loader;
 use crate::pair_index::PairIndex;
 use crate::queue_index::QueueIndex;
 use crate::schedule::Schedule;
@@ -293,8 +294,10 @@ pub struct RegistrySnapshot {
 /// Invariants, kept by [`Registry::apply`] and checked when a snapshot is
 /// loaded: ids are unique, (name, schedule literal) pairs are unique, and the
 /// indexes name exactly the stored clocks.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "RegistrySnapshot")]
+///
+/// Deserialized from the shape of [`RegistrySnapshot`] without building one
+/// (`crate::load`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Registry {
     /// The clocks by id; ordered, so that iteration, listing and snapshots have one order on
     /// every node, and persistent, so that an [`image`](Self::image) of them costs nothing.
@@ -614,7 +617,10 @@ impl Registry {
     fn reindex_all(&mut self) {
         self.due = DueIndex::default();
         shared_map::update_each(&mut self.ledger.cursors, |cursor| cursor.due_at = None);
-        let ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
+        let mut ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
+        // Clocks of one schedule share their next instant; in id order they would fill the
+        // index's nodes by half (see `shared_map`).
+        shared_map::scramble(&mut ids);
         for id in &ids {
             self.reindex(id);
         }
@@ -993,26 +999,38 @@ impl TryFrom<RegistrySnapshot> for Registry {
     /// Loads a snapshot, rebuilding the indexes and refusing a list that
     /// breaks the registry's invariants.
     fn try_from(snapshot: RegistrySnapshot) -> Result<Self, Self::Error> {
-        let mut registry = Registry {
-            ledger: snapshot.ledger,
-            ..Registry::default()
-        };
+        let mut loader = Loader::new();
         for clock in snapshot.clocks {
-            if registry.clocks.contains_key(&clock.id) {
-                return Err(SnapshotError::DuplicateId { id: clock.id });
-            }
-            if let Some(first) = registry.find(&clock.name, &clock.schedule) {
-                return Err(SnapshotError::DuplicatePair {
-                    first: first.id.clone(),
-                    second: clock.id,
-                    name: clock.name,
-                    schedule: clock.schedule,
-                });
-            }
-            registry.insert(clock);
+            loader.push(clock)?;
         }
-        registry.reindex_all();
-        Ok(registry)
+        loader.finish(snapshot.ledger)
+    }
+}
+
+impl Registry {
+    /// Adds a clock of a snapshot being loaded ([`Loader`]), refusing one whose id or pair
+    /// another clock already has.
+    pub(crate) fn load_clock(&mut self, clock: Clock) -> Result<(), SnapshotError> {
+        if self.clocks.contains_key(&clock.id) {
+            return Err(SnapshotError::DuplicateId { id: clock.id });
+        }
+        if let Some(first) = self.find(&clock.name, &clock.schedule) {
+            return Err(SnapshotError::DuplicatePair {
+                first: first.id.clone(),
+                second: clock.id,
+                name: clock.name,
+                schedule: clock.schedule,
+            });
+        }
+        self.insert(clock);
+        Ok(())
+    }
+
+    /// The loaded clocks with their `ledger`, the due index built from both.
+    pub(crate) fn loaded(mut self, ledger: TickLedger) -> Registry {
+        self.ledger = ledger;
+        self.reindex_all();
+        self
     }
 }
 

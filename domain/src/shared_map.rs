@@ -13,6 +13,13 @@
 //! same order on every node.
 //!
 //! `imbl` has no `retain` and no mutable iteration; the two helpers here supply them.
+//!
+//! Nor has it a bulk load. Entries in key order (a snapshot's, a backup's) inserted one by one
+//! leave every node half full: a full node splits into two halves, and every later key goes to
+//! the right one, so the left stays half empty for good. Inserted in a scrambled order
+//! ([`scrambled`]), nodes fill as they do under registrations in random id order (about 70 %).
+//! Measured at 200 000 clocks: a registry loaded from its snapshot held 606 bytes per clock,
+//! the same registry grown by registrations 389.
 
 /// An ordered, persistent map (see the module documentation).
 pub type SharedMap<K, V> = imbl::OrdMap<K, V>;
@@ -50,6 +57,79 @@ where
     }
 }
 
+/// A map of `entries`, inserted in a scrambled order (see the module documentation).
+pub(crate) fn scrambled<K, V>(mut entries: Vec<(K, V)>) -> SharedMap<K, V>
+where
+    K: Ord + Clone,
+    V: Clone,
+{
+    scramble(&mut entries);
+    entries.into_iter().collect()
+}
+
+/// Shuffles `items` in place (Fisher–Yates) with a fixed-seed xorshift generator. The order
+/// only shapes the nodes of the map or set the items go into, never what it holds or how it
+/// iterates, so it need not be random, and a fixed seed keeps a node's work repeatable.
+pub(crate) fn scramble<T>(items: &mut [T]) {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for last in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let bound = u64::try_from(last).unwrap_or(u64::MAX).saturating_add(1);
+        let pick = usize::try_from(state % bound).unwrap_or(last);
+        items.swap(last, pick);
+    }
+}
+
+/// Deserializes a map as [`scrambled`] builds it: a map arrives in key order.
+pub(crate) mod scrambled_map {
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::de::{MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer};
+
+    use super::SharedMap;
+
+    pub(crate) fn deserialize<'de, D, K, V>(deserializer: D) -> Result<SharedMap<K, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        K: Deserialize<'de> + Ord + Clone,
+        V: Deserialize<'de> + Clone,
+    {
+        struct Entries<K, V>(PhantomData<(K, V)>);
+
+        impl<'de, K, V> Visitor<'de> for Entries<K, V>
+        where
+            K: Deserialize<'de> + Ord + Clone,
+            V: Deserialize<'de> + Clone,
+        {
+            type Value = SharedMap<K, V>;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("a map")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                // The size hint is the input's claim: it bounds nothing, so it sizes nothing.
+                let mut entries: Vec<(K, V)> = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                // A key given twice keeps its last value, as inserting in input order would:
+                // every replica of every release must read one command into one state.
+                entries.reverse();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                entries.dedup_by(|later, kept| later.0 == kept.0);
+                Ok(super::scrambled(entries))
+            }
+        }
+
+        deserializer.deserialize_map(Entries(PhantomData))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +157,43 @@ mod tests {
             numbers(),
             "a copy taken before the change still reads as before"
         );
+    }
+
+    #[test]
+    fn scrambling_moves_items_and_keeps_every_one() {
+        let mut items: Vec<u32> = (0..1_000).collect();
+        scramble(&mut items);
+        assert_ne!(items, (0..1_000).collect::<Vec<u32>>(), "the order changed");
+        let mut sorted = items.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..1_000).collect::<Vec<u32>>(), "each item once");
+        let mut empty: Vec<u32> = Vec::new();
+        scramble(&mut empty);
+        let mut one = vec![7];
+        scramble(&mut one);
+        assert_eq!(one, [7]);
+    }
+
+    #[test]
+    fn a_scrambled_map_holds_exactly_its_entries_in_key_order() {
+        let entries: Vec<(u32, u32)> = (0..500).map(|n| (n, n * 10)).collect();
+        let map = scrambled(entries.clone());
+        let read: Vec<(u32, u32)> = map.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(read, entries);
+        let json = serde_json::to_string(&map).expect("a map serializes");
+        let mut deserializer = serde_json::Deserializer::from_str(&json);
+        let loaded: SharedMap<u32, u32> =
+            scrambled_map::deserialize(&mut deserializer).expect("and deserializes");
+        assert_eq!(loaded, map);
+    }
+
+    #[test]
+    fn a_key_given_twice_keeps_its_last_value() {
+        let json = r#"{"2": 20, "1": 10, "2": 21, "3": 30, "1": 11}"#;
+        let mut deserializer = serde_json::Deserializer::from_str(json);
+        let loaded: SharedMap<u32, u32> =
+            scrambled_map::deserialize(&mut deserializer).expect("deserializes");
+        let read: Vec<(u32, u32)> = loaded.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(read, [(1, 11), (2, 21), (3, 30)]);
     }
 }

@@ -339,6 +339,7 @@ pub struct TickLedger {
     /// retry that straddles the upgrade pops afresh).
     pub pop_replays: SharedMap<QueueId, PopReplay>,
     /// Per clock: when its ticks start and when it was last used.
+    #[serde(deserialize_with = "shared_map::scrambled_map::deserialize")]
     pub cursors: SharedMap<ClockId, Cursor>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
     pub manual_sequence: u64,

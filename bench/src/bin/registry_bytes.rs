@@ -6,7 +6,14 @@
 //! is made of. The scale scenario's `scale_bytes_per_clock` is a whole node (binary, RocksDB,
 //! allocator, log) divided by its clocks; this separates the registry's part from the rest.
 //! One channel per run: a second population would be measured on a heap the first shaped.
+//!
+//! `--save FILE` also writes the registry in its serialized form (what a snapshot holds), and
+//! `registry-bytes --load FILE`, in a process of its own, prints what the registry costs once
+//! loaded from it, read as a node reads its snapshot at a restart.
 
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
@@ -22,6 +29,12 @@ struct Args {
     /// Their channel.
     #[arg(long, value_enum, default_value_t = Kind::Http)]
     channel: Kind,
+    /// Also write the registry, serialized, to this file.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Measure a registry loaded from this file instead of registering clocks.
+    #[arg(long, conflicts_with = "save")]
+    load: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -32,7 +45,11 @@ enum Kind {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match measure(&args) {
+    let measured = match &args.load {
+        Some(path) => measure_load(path),
+        None => measure(&args),
+    };
+    match measured {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("registry-bytes: {error}");
@@ -67,6 +84,11 @@ fn measure(args: &Args) -> Result<(), String> {
         });
     }
     let grown = rss_bytes()?.saturating_sub(before);
+    if let Some(path) = &args.save {
+        let file = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        serde_json::to_writer(BufWriter::new(file), &registry)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     let clocks = registry.len().max(1) as f64;
     println!(
         "{} {:?} clocks: the registry's resident memory grew {:.1} MB, {:.0} bytes per clock",
@@ -86,6 +108,25 @@ fn measure(args: &Args) -> Result<(), String> {
         size_of::<StatsSlot>(),
         size_of::<ClockStats>(),
         size_of::<Tick>(),
+    );
+    Ok(())
+}
+
+/// Loads a registry from `path` as a node loads its snapshot (streaming) and prints what it
+/// costs.
+fn measure_load(path: &Path) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let before = rss_bytes()?;
+    let registry: Registry = serde_json::from_reader(BufReader::new(file))
+        .map_err(|e| format!("loading {}: {e}", path.display()))?;
+    let grown = rss_bytes()?.saturating_sub(before);
+    println!(
+        "{} clocks loaded from {}: the registry's resident memory grew {:.1} MB, {:.0} bytes \
+         per clock",
+        registry.len(),
+        path.display(),
+        grown as f64 / 1e6,
+        grown as f64 / registry.len().max(1) as f64
     );
     Ok(())
 }
