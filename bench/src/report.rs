@@ -164,14 +164,14 @@ impl Report {
 
     /// The headline table.
     pub fn print(&self) {
-        println!("\n{:<26} {:>12}  floor", "figure", "value");
+        println!("\n{:<31} {:>12}  floor", "figure", "value");
         for (name, value) in self.headline.figures() {
             let floor = FLOORS
                 .iter()
                 .find(|floor| floor.figure == name)
                 .map_or(String::new(), Floor::describe);
             let value = value.map_or("not measured".to_string(), |v| format!("{v:.2}"));
-            println!("{name:<26} {value:>12}  {floor}");
+            println!("{name:<31} {value:>12}  {floor}");
         }
         for failure in &self.failed {
             println!("scenario failed: {failure}");
