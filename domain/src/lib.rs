@@ -58,6 +58,7 @@ mod compact_id;
 mod due_index;
 mod excerpt;
 mod filter;
+mod key_hash;
 pub mod level;
 mod literals;
 mod load;

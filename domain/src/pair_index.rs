@@ -11,10 +11,10 @@
 //! registry. The literal needs few bits: one name has few schedules.
 
 use std::collections::BTreeSet;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::RangeInclusive;
 
 use crate::clock::{Clock, ClockId};
+use crate::key_hash::key_hash;
 use crate::shared_map::SharedMap;
 
 /// The bits of a key that come from the literal's hash; the rest come from the name's.
@@ -88,15 +88,7 @@ fn entry_of(clock: &Clock) -> (u64, ClockId) {
 /// The key of a (name, literal) pair: the name's hash in the high bits, the literal's in the
 /// low [`LITERAL_BITS`].
 fn pair_key(name: &str, literal: &str) -> u64 {
-    (hash_of(name) & !LITERAL_MASK) | (hash_of(literal) & LITERAL_MASK)
-}
-
-/// A string's hash. `DefaultHasher::new` has fixed keys, so a hash is the same for the life of
-/// the process (the index is rebuilt on load, never stored).
-fn hash_of(text: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
+    (key_hash(name) & !LITERAL_MASK) | (key_hash(literal) & LITERAL_MASK)
 }
 
 #[cfg(test)]
@@ -115,6 +107,16 @@ mod tests {
                 queue: format!("ticktok-{name};{literal}"),
             },
         }
+    }
+
+    /// The clocks by id, as the registry keeps them.
+    fn by_id<const N: usize>(clocks: [Clock; N]) -> SharedMap<ClockId, Clock> {
+        clocks.into_iter().map(|c| (c.id.clone(), c)).collect()
+    }
+
+    /// The ids of `clocks`, in the order they come.
+    fn ids<'a>(clocks: impl Iterator<Item = &'a Clock>) -> Vec<String> {
+        clocks.map(|c| c.id.to_string()).collect()
     }
 
     fn indexed(clocks: &[Clock]) -> (SharedMap<ClockId, Clock>, PairIndex) {
@@ -157,10 +159,7 @@ mod tests {
         let index = PairIndex {
             entries: [(key, first.id.clone()), (key, second.id.clone())].into(),
         };
-        let clocks: SharedMap<ClockId, Clock> = [first, second]
-            .into_iter()
-            .map(|c| (c.id.clone(), c))
-            .collect();
+        let clocks = by_id([first, second]);
         let found = index
             .find(&clocks, "orders", "@never")
             .map(|c| c.id.to_string());
@@ -181,10 +180,7 @@ mod tests {
                 .map(|c| (key, c.id.clone()))
                 .collect(),
         };
-        let clocks: SharedMap<ClockId, Clock> = [same_literal, same_name, pair]
-            .into_iter()
-            .map(|c| (c.id.clone(), c))
-            .collect();
+        let clocks = by_id([same_literal, same_name, pair]);
         let found = |name, literal| index.find(&clocks, name, literal).map(|c| c.id.to_string());
         assert_eq!(found("orders", "@never").as_deref(), Some("c3"));
         assert_eq!(found("receipts", "every.1.seconds"), None);
@@ -222,14 +218,8 @@ mod tests {
                 .map(|c| (pair_key("orders", c.schedule.as_str()), c.id.clone()))
                 .collect(),
         };
-        let clocks: SharedMap<ClockId, Clock> = [orders, invoices]
-            .into_iter()
-            .map(|c| (c.id.clone(), c))
-            .collect();
-        let named: Vec<String> = index
-            .named(&clocks, "orders")
-            .map(|c| c.id.to_string())
-            .collect();
+        let clocks = by_id([orders, invoices]);
+        let named = ids(index.named(&clocks, "orders"));
         assert_eq!(named, ["c1"]);
     }
 
@@ -249,14 +239,8 @@ mod tests {
             ]
             .into(),
         };
-        let clocks: SharedMap<ClockId, Clock> = [low, high, outside]
-            .into_iter()
-            .map(|c| (c.id.clone(), c))
-            .collect();
-        let named: Vec<String> = index
-            .named(&clocks, "orders")
-            .map(|c| c.id.to_string())
-            .collect();
+        let clocks = by_id([low, high, outside]);
+        let named = ids(index.named(&clocks, "orders"));
         assert_eq!(named, ["c1", "c2"]);
     }
 }

@@ -6,9 +6,9 @@
 //! clock.
 
 use std::collections::BTreeSet;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::clock::{Channel, Clock, ClockId, QueueId};
+use crate::key_hash::key_hash;
 use crate::shared_map::SharedMap;
 
 /// Clock ids by the hash of their http queue's id.
@@ -20,12 +20,12 @@ pub(crate) struct QueueIndex {
 impl QueueIndex {
     /// Indexes the clock `clock` under `queue`, its queue.
     pub(crate) fn insert(&mut self, queue: &QueueId, clock: &ClockId) {
-        self.entries.insert((hash_of(queue), clock.clone()));
+        self.entries.insert((key_hash(queue), clock.clone()));
     }
 
     /// Removes the clock `clock` from under `queue`.
     pub(crate) fn remove(&mut self, queue: &QueueId, clock: &ClockId) {
-        self.entries.remove(&(hash_of(queue), clock.clone()));
+        self.entries.remove(&(key_hash(queue), clock.clone()));
     }
 
     /// The clock of `clocks` whose http queue is `queue`, if any.
@@ -34,21 +34,13 @@ impl QueueIndex {
         clocks: &'a SharedMap<ClockId, Clock>,
         queue: &QueueId,
     ) -> Option<&'a Clock> {
-        let key = hash_of(queue);
+        let key = key_hash(queue);
         self.entries
             .range((key, ClockId::new(String::new()))..)
             .take_while(|(candidate, _)| *candidate == key)
             .filter_map(|(_, id)| clocks.get(id))
             .find(|clock| matches!(&clock.channel, Channel::Http { queue_id } if queue_id == queue))
     }
-}
-
-/// A queue id's hash. `DefaultHasher::new` has fixed keys, so a hash is the same for the life
-/// of the process (the index is rebuilt on load, never stored).
-fn hash_of(queue: &QueueId) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    queue.hash(&mut hasher);
-    hasher.finish()
 }
 
 #[cfg(test)]
@@ -97,7 +89,7 @@ mod tests {
     fn queues_that_share_a_hash_are_told_apart_by_the_clock_s_own_queue() {
         // Force a collision: both clocks under the hash of "q1", the other clock first.
         let clocks = by_id(vec![clock("c1", "q2"), clock("c2", "q1")]);
-        let key = hash_of(&queue("q1"));
+        let key = key_hash(&queue("q1"));
         let index = QueueIndex {
             entries: [
                 (key, ClockId::new("c1".into())),
