@@ -17,9 +17,9 @@ use crate::registry::{Registry, SnapshotError};
 use crate::shared_map;
 use crate::ticks::TickLedger;
 
-/// How many clocks are read before they are inserted: enough that a chunk's scrambled order
-/// fills the nodes its ids fall in, few enough that the chunk weighs nothing (320 KiB).
-const CHUNK: usize = 4_096;
+/// How many clocks are read before they are inserted: one run of the scramble, and a chunk that
+/// weighs nothing (320 KiB).
+const CHUNK: usize = shared_map::SCRAMBLE_RUN;
 
 /// A registry being loaded: the clocks read so far, and the chunk not yet inserted.
 pub(crate) struct Loader {
