@@ -6,6 +6,9 @@
 //! chunks of [`CHUNK`] clocks instead, it never exists whole. And a list in id order,
 //! inserted as it comes, fills the clock map's nodes by half (see [`crate::shared_map`]);
 //! each chunk is inserted in a scrambled order, so the nodes fill as registrations fill them.
+//!
+//! A restore's [`crate::RegistrySnapshot`], which is a list already (it is checked as one
+//! before it is applied), goes through the same [`Loader`], for the same order.
 
 use std::fmt;
 
