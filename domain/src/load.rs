@@ -63,7 +63,7 @@ impl Loader {
 }
 
 /// A registry deserializes from the shape of [`crate::RegistrySnapshot`] (`clocks`, `ledger`),
-/// through a [`Loader`].
+/// through a `Loader`.
 impl<'de> Deserialize<'de> for Registry {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_struct("RegistrySnapshot", FIELDS, RegistryVisitor)
