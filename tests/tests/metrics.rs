@@ -89,14 +89,24 @@ fn assert_moved(earlier: &Scrape, later: &Scrape, counters: &[&str]) {
     }
 }
 
-/// Sleeps until `offset` past the next whole second of the wall clock: every
-/// `every.1.seconds` tick falls on a whole second.
-async fn sleep_until_after_next_second(offset: Duration) {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let into_second = Duration::from_nanos(u64::from(now.subsec_nanos()));
-    tokio::time::sleep(Duration::from_secs(1) - into_second + offset).await;
+/// The wall clock's next whole second at least `margin` from now: every `every.1.seconds`
+/// tick falls on a whole second.
+fn next_whole_second(margin: Duration) -> SystemTime {
+    let now = SystemTime::now();
+    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let second = Duration::from_secs(since_epoch.as_secs() + 1);
+    let second = if second - since_epoch < margin {
+        second + Duration::from_secs(1)
+    } else {
+        second
+    };
+    UNIX_EPOCH + second
+}
+
+/// Sleeps until the wall clock reads `at` (at once if it is past).
+async fn sleep_until(at: SystemTime) {
+    let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+    tokio::time::sleep(left).await;
 }
 
 /// Tick ids that consumers received from `new` after `since` (by the publishing node's
@@ -118,8 +128,18 @@ fn repeated_since(consumers: &[Consumers], old: NodeId, new: NodeId, since: Inst
         .len()
 }
 
-/// How many attempts the failover part makes to catch a tick between its publish and the
-/// commit of its confirmation (see below).
+/// How long before a tick's instant the failover part halts the followers: after the intent
+/// that files the tick is committed (intents file ticks up to 600 ms ahead), and recently
+/// enough that the lease the leader last renewed (350 ms) still lets it publish the tick.
+const HALT_BEFORE_INSTANT: Duration = Duration::from_millis(150);
+
+/// How long after the tick's instant the leader is killed: it has published the tick, and
+/// with its followers halted it cannot have committed the confirmation.
+const KILL_AFTER_INSTANT: Duration = Duration::from_millis(60);
+
+/// How many leader kills the failover part makes. One is enough unless the box is so loaded
+/// that the leader's lease ran out before the instant (it then publishes nothing, and no tick
+/// is delivered twice); a broken re-delivery counter fails every attempt.
 const FAILOVER_ATTEMPTS: usize = 3;
 
 #[tokio::test]
@@ -221,21 +241,33 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
         "the state gauges come from the replicated state, on every node"
     );
 
-    // A leader kill. A tick is re-delivered when the dead leader published it but its
-    // confirmation had not been committed: the window is from the tick's instant until the
-    // next batched `Confirm` (every 100 ms) is committed. Killing 30 ms after an instant
-    // lands in it nearly always, but not always (the batch may be quick), so the kill is
-    // retried on the next leader a few times. A broken re-delivery counter fails every
-    // attempt; a working one passes the first almost always.
-    let mut redelivered_seen = false;
+    // A leader kill between a tick's publish and the commit of its confirmation. The
+    // followers are halted (SIGSTOP) just before a tick instant, so the leader publishes the
+    // tick on its lease but cannot commit the batched `Confirm`; it is killed just after the
+    // instant and the followers resumed. The new leader inherits the unconfirmed tick and
+    // publishes it again: the consumers get it from both, and it must be counted.
+    let mut delivered_twice = false;
     for attempt in 1..=FAILOVER_ATTEMPTS {
         let mut before = Vec::new();
         for id in cluster.running_ids() {
             before.push(scrape(&cluster, id).await);
         }
-        sleep_until_after_next_second(Duration::from_millis(30)).await;
+        let followers: Vec<NodeId> = cluster
+            .running_ids()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .collect();
+        let instant = next_whole_second(HALT_BEFORE_INSTANT + Duration::from_millis(100));
+        sleep_until(instant - HALT_BEFORE_INSTANT).await;
+        for id in &followers {
+            cluster.stop(*id);
+        }
+        sleep_until(instant + KILL_AFTER_INSTANT).await;
         cluster.kill(leader);
         let killed_at = Instant::now();
+        for id in &followers {
+            cluster.cont(*id);
+        }
         let new_leader = cluster
             .wait_for_new_leader(leader, Duration::from_secs(10))
             .await;
@@ -269,16 +301,19 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
         cluster.restart(leader);
         cluster.wait_healthy(leader, Duration::from_secs(20)).await;
         leader = new_leader;
-        if redelivered > 0.0 {
-            redelivered_seen = true;
+        if repeats > 0 {
+            delivered_twice = true;
             break;
         }
-        eprintln!("attempt {attempt}: the kill missed the re-delivery window; trying again");
+        eprintln!(
+            "attempt {attempt}: no tick reached the consumers from both leaders (the old \
+             leader's lease ran out before the instant?); trying again"
+        );
     }
     assert!(
-        redelivered_seen,
-        "no re-delivery counted after {FAILOVER_ATTEMPTS} leader kills, each 30 ms after a \
-         tick instant"
+        delivered_twice,
+        "no tick delivered twice after {FAILOVER_ATTEMPTS} leader kills, each between a \
+         tick's publish and the commit of its confirmation"
     );
     for consumer in consumers {
         consumer.stop().await;
