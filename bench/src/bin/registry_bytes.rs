@@ -62,7 +62,7 @@ fn measure(args: &Args) -> Result<(), String> {
     let schedule: Schedule = "every.1.hours".parse().map_err(|e| format!("{e}"))?;
     let now_ms = 1_764_140_000_000;
     let mut registry = Registry::new();
-    let before = rss_bytes()?;
+    let before = status_bytes("VmRSS:")?;
     let mut random = Xorshift(0x9e37_79b9_7f4a_7c15);
     for n in 0..args.clocks {
         let name = format!("scale-{now_ms}-hourly-{n}");
@@ -83,7 +83,7 @@ fn measure(args: &Args) -> Result<(), String> {
             now_ms,
         });
     }
-    let grown = rss_bytes()?.saturating_sub(before);
+    let grown = status_bytes("VmRSS:")?.saturating_sub(before);
     if let Some(path) = &args.save {
         let file = File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
         serde_json::to_writer(BufWriter::new(file), &registry)
@@ -116,32 +116,38 @@ fn measure(args: &Args) -> Result<(), String> {
 /// costs.
 fn measure_load(path: &Path) -> Result<(), String> {
     let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-    let before = rss_bytes()?;
+    let before = status_bytes("VmRSS:")?;
+    let peak_before = status_bytes("VmHWM:")?;
     let registry: Registry = serde_json::from_reader(BufReader::new(file))
         .map_err(|e| format!("loading {}: {e}", path.display()))?;
-    let grown = rss_bytes()?.saturating_sub(before);
+    let grown = status_bytes("VmRSS:")?.saturating_sub(before);
+    let peak = status_bytes("VmHWM:")?.saturating_sub(peak_before);
+    let clocks = registry.len().max(1) as f64;
     println!(
         "{} clocks loaded from {}: the registry's resident memory grew {:.1} MB, {:.0} bytes \
-         per clock",
+         per clock; at its peak during the load {:.1} MB, {:.0} bytes per clock",
         registry.len(),
         path.display(),
         grown as f64 / 1e6,
-        grown as f64 / registry.len().max(1) as f64
+        grown as f64 / clocks,
+        peak as f64 / 1e6,
+        peak as f64 / clocks
     );
     Ok(())
 }
 
-/// This process's resident set size, from `/proc/self/status`.
-fn rss_bytes() -> Result<u64, String> {
+/// One of this process's memory figures from `/proc/self/status`, in bytes: `VmRSS:` (resident
+/// now) or `VmHWM:` (the most it has been resident).
+fn status_bytes(field: &str) -> Result<u64, String> {
     let status = std::fs::read_to_string("/proc/self/status")
         .map_err(|e| format!("reading /proc/self/status: {e}"))?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse::<u64>().ok())
         .map(|kib| kib * 1024)
-        .ok_or_else(|| "no VmRSS line in /proc/self/status".to_string())
+        .ok_or_else(|| format!("no {field} line in /proc/self/status"))
 }
 
 /// Ids shaped like the ones nodes draw (32 hex digits), without a dependency on `rand`.
