@@ -54,6 +54,7 @@
 //! [`Schedule::instants_in`] from a `now` it is given.
 
 mod clock;
+mod clocks_stamp;
 mod compact_id;
 mod due_index;
 mod excerpt;
@@ -75,6 +76,7 @@ pub use clock::{
     Channel, Clock, ClockId, ClockStatus, IdError, MAX_ID_BYTES, MAX_NAME_BYTES,
     MIN_QUEUE_ID_BYTES, NameError, QueueId, StatusError, validate_name,
 };
+pub use clocks_stamp::ClocksStamp;
 pub use compact_id::IdText;
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};

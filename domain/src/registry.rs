@@ -21,6 +21,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
+use crate::clocks_stamp::ClocksStamp;
 use crate::due_index::DueIndex;
 use crate::filter::ClockFilter;
 use crate::level::{Level, Levels};
@@ -297,7 +298,7 @@ pub struct RegistrySnapshot {
 ///
 /// Deserialized from the shape of [`RegistrySnapshot`] without building one
 /// (`crate::load`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Registry {
     /// The clocks by id; ordered, so that iteration, listing and snapshots have one order on
     /// every node, and persistent, so that an [`image`](Self::image) of them costs nothing.
@@ -314,7 +315,32 @@ pub struct Registry {
     ledger: TickLedger,
     /// One copy of each schedule literal the clocks use.
     literals: Literals,
+    /// Drawn afresh whenever `clocks` changes: see [`ClocksStamp`]. Not state.
+    stamp: ClocksStamp,
 }
+
+/// Equal registries hold equal state; their [`ClocksStamp`]s, which are not state, may differ.
+impl PartialEq for Registry {
+    fn eq(&self, other: &Self) -> bool {
+        let Registry {
+            clocks,
+            by_pair,
+            by_queue,
+            due,
+            ledger,
+            literals,
+            stamp: _,
+        } = self;
+        *clocks == other.clocks
+            && *by_pair == other.by_pair
+            && *by_queue == other.by_queue
+            && *due == other.due
+            && *ledger == other.ledger
+            && *literals == other.literals
+    }
+}
+
+impl Eq for Registry {}
 
 impl Registry {
     /// An empty registry, the state before the first command.
@@ -670,6 +696,7 @@ impl Registry {
             return Outcome::NotFound;
         };
         clock.status = ClockStatus::Paused;
+        self.stamp = ClocksStamp::fresh();
         let clock = clock.clone();
         self.reindex(id);
         // Scheduled ticks filed ahead of their instant are withdrawn: none due after the
@@ -690,6 +717,7 @@ impl Registry {
         };
         let was_paused = clock.status == ClockStatus::Paused;
         clock.status = ClockStatus::Active;
+        self.stamp = ClocksStamp::fresh();
         let clock = clock.clone();
         if was_paused {
             self.start_ticking(level, &clock, now_ms);
@@ -836,6 +864,7 @@ impl Registry {
             }
             if let Some(removed) = self.clocks.remove(&id) {
                 schedules.push(removed.schedule);
+                self.stamp = ClocksStamp::fresh();
             }
             self.reindex(&id);
             purged.push(id);
@@ -858,6 +887,7 @@ impl Registry {
             self.by_queue.insert(queue_id, &clock.id);
         }
         self.clocks.insert(clock.id.clone(), clock);
+        self.stamp = ClocksStamp::fresh();
     }
 
     /// The clock with this id, for `GET /api/v1/clocks/{id}`.
@@ -944,6 +974,12 @@ impl Registry {
     /// The committed and undelivered ticks.
     pub fn ledger(&self) -> &TickLedger {
         &self.ledger
+    }
+
+    /// Equal to an earlier stamp of this registry if its clocks have not changed since: see
+    /// [`ClocksStamp`].
+    pub fn clocks_stamp(&self) -> ClocksStamp {
+        self.stamp
     }
 
     /// The registry's replicated part as it is now, unchanged by whatever is applied after:
@@ -1043,10 +1079,35 @@ impl Registry {
 /// the state machine holds its lock for the image, not for the encoding, and goes on applying
 /// while the image is written out. The derived indexes are not part of it: they are rebuilt
 /// when a snapshot is loaded.
+///
+/// It also lets a reader that passes over every clock (a metrics scrape, the dashboard's
+/// event stream) do so without the state's lock, which every command waits for.
 #[derive(Clone, Debug)]
 pub struct RegistryImage {
     clocks: SharedMap<ClockId, Clock>,
     ledger: TickLedger,
+}
+
+impl RegistryImage {
+    /// The clocks, ordered by id.
+    pub fn clocks(&self) -> impl Iterator<Item = &Clock> {
+        self.clocks.values()
+    }
+
+    /// How many clocks there are.
+    pub fn len(&self) -> usize {
+        self.clocks.len()
+    }
+
+    /// Whether there is no clock.
+    pub fn is_empty(&self) -> bool {
+        self.clocks.is_empty()
+    }
+
+    /// The committed and undelivered ticks.
+    pub fn ledger(&self) -> &TickLedger {
+        &self.ledger
+    }
 }
 
 /// Serialized in the shape of [`RegistrySnapshot`], from the image's own maps: a snapshot of a
@@ -1866,6 +1927,60 @@ mod tests {
             ["ra-1000", "ra-2000", "ra-m0", "ra-3000"]
         );
         Ok(())
+    }
+
+    #[test]
+    fn the_clocks_stamp_moves_when_a_clock_is_added_paused_resumed_or_purged_and_only_then() {
+        let mut registry = Registry::new();
+        let mut last = registry.clocks_stamp();
+        let mut moved = |registry: &Registry, what: &str, expected: bool| {
+            let now = registry.clocks_stamp();
+            assert_eq!(now != last, expected, "{what}: did the stamp move?");
+            last = now;
+        };
+        let clock = create(&mut registry, "orders", "every.1.seconds", "c1");
+        moved(&registry, "a registration", true);
+        registry.apply(register("orders", "every.1.seconds", "c2", NO_LIMIT));
+        moved(&registry, "a registration that joins the clock", false);
+        registry.apply(intent(10_000, 0));
+        let Channel::Http { queue_id } = clock.channel.clone() else {
+            panic!("the tests register http clocks");
+        };
+        registry.apply(Command::Pop {
+            queue: queue_id.clone(),
+            now_ms: 5_000,
+            request: "r1".into(),
+        });
+        registry.apply(Command::Touch {
+            queues: vec![queue_id],
+            now_ms: 6_000,
+        });
+        moved(&registry, "an intent, a pop and a touch", false);
+        registry.apply(Command::Pause {
+            id: id("c1"),
+            now_ms: 7_000,
+        });
+        moved(&registry, "a pause", true);
+        registry.apply(Command::Resume {
+            id: id("c1"),
+            now_ms: 8_000,
+        });
+        moved(&registry, "a resume", true);
+        let copy = registry.clone();
+        assert_eq!(copy.clocks_stamp(), registry.clocks_stamp(), "a copy");
+        registry.apply(Command::Purge {
+            clocks: vec![id("c1")],
+        });
+        moved(&registry, "a purge", true);
+        registry.apply(restore(copy.clone().into(), 9_000));
+        moved(&registry, "a restore", true);
+
+        // A registry loaded from its serialized form holds the same state, under a stamp of
+        // its own.
+        let json = serde_json::to_string(&copy).expect("a registry serializes");
+        let loaded: Registry = serde_json::from_str(&json).expect("and loads");
+        assert_eq!(loaded, copy, "equal state");
+        assert_ne!(loaded.clocks_stamp(), copy.clocks_stamp());
     }
 
     fn restore(snapshot: RegistrySnapshot, now_ms: u64) -> Command {

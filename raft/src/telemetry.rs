@@ -189,12 +189,13 @@ pub fn record_clock(
 }
 
 /// Measures the replicated state: clocks by status, and ticks waiting for delivery. Called
-/// on every scrape; it holds the state's read lock for one pass over the clocks.
+/// on every scrape. It holds the state's read lock only to take an image (O(1)) and passes
+/// over the clocks and queues without it: at a million clocks the pass takes a tenth of a
+/// second, for which every command would otherwise wait.
 pub fn record_state(state: &StateHandle) {
-    let state = state.read();
-    let registry = &state.registry;
+    let image = state.read().registry.image();
     let mut by_status = [0u64; STATUSES.len()];
-    for clock in registry.clocks() {
+    for clock in image.clocks() {
         if let Some(slot) = STATUSES.iter().position(|status| *status == clock.status) {
             by_status[slot] += 1;
         }
@@ -202,7 +203,7 @@ pub fn record_state(state: &StateHandle) {
     for (status, count) in STATUSES.iter().zip(by_status) {
         gauge!(CLOCKS, "status" => status.as_str()).set(count as f64);
     }
-    let ledger = registry.ledger();
+    let ledger = image.ledger();
     gauge!(OUTBOX_TICKS).set(ledger.outbox.len() as f64);
     let queued: usize = ledger.queues.values().map(|queue| queue.len()).sum();
     gauge!(HTTP_QUEUED_TICKS).set(queued as f64);

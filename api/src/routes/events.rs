@@ -14,8 +14,12 @@
 //!   over the last minutes), at once and whenever it changed (checked every
 //!   [`STATS_CHECK_EVERY`]).
 //!
-//! A stream costs its node one pass over the registry per check, so a node serves at most
-//! [`MAX_STREAMS`] at once; one more is answered 503 with `Retry-After`.
+//! A stream passes over the whole registry only when its clocks changed (the registry's
+//! [`ClocksStamp`](tickd_domain::ClocksStamp) moved: a clock added, removed, paused or
+//! resumed), and then on an image of it, on a blocking thread, without the state's lock
+//! (which every command waits for: at a million clocks the pass takes a second). Otherwise a
+//! check costs the listed clocks' statistics. A node serves at most [`MAX_STREAMS`] streams at
+//! once; one more is answered 503 with `Retry-After`.
 
 use std::collections::BinaryHeap;
 use std::collections::hash_map::DefaultHasher;
@@ -28,7 +32,7 @@ use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Serialize;
-use tickd_domain::{Channel, Clock, ClockStatus};
+use tickd_domain::{Channel, Clock, ClockStatus, ClocksStamp, RegistryImage};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::ToSchema;
 
@@ -147,6 +151,7 @@ pub async fn events(
         _permit: permit,
         cluster_key: None,
         cluster_sent: None,
+        listing: None,
         clocks_hash: None,
         clocks_checked: None,
         stats_hash: None,
@@ -167,6 +172,9 @@ struct Watcher {
     _permit: OwnedSemaphorePermit,
     cluster_key: Option<ClusterKey>,
     cluster_sent: Option<Instant>,
+    /// The clocks as of the registry's last stamp this stream saw.
+    listing: Option<Listing>,
+    /// The hash of the clocks last sent.
     clocks_hash: Option<u64>,
     clocks_checked: Option<Instant>,
     stats_hash: Option<u64>,
@@ -202,6 +210,7 @@ impl Watcher {
                 .is_none_or(|checked| checked.elapsed() >= CLOCKS_CHECK_EVERY);
             if clocks_due {
                 self.clocks_checked = Some(Instant::now());
+                self.refresh_listing().await;
                 if let Some((hash, body)) = self.clocks_if_changed() {
                     self.clocks_hash = Some(hash);
                     return json_event("clocks", &body);
@@ -212,6 +221,7 @@ impl Watcher {
                 .is_none_or(|checked| checked.elapsed() >= STATS_CHECK_EVERY);
             if stats_due {
                 self.stats_checked = Some(Instant::now());
+                self.refresh_listing().await;
                 let body = self.stats();
                 let Ok(json) = serde_json::to_string(&body) else {
                     return json_event("stats", &body);
@@ -230,10 +240,34 @@ impl Watcher {
     /// The `stats` event's body: the figures of the clocks a `clocks` event lists.
     fn stats(&self) -> TickStats {
         let now_ms = self.app.replica.clock().now_ms();
+        let (listed, total) = self
+            .listing
+            .as_ref()
+            .map_or((&[][..], 0), |listing| (&listing.listed[..], listing.total));
         let state = self.app.replica.state().read();
-        let registry = &state.registry;
-        let listed = first_by_name(registry.clocks(), MAX_LISTED);
-        TickStats::of(registry, listed, registry.len(), now_ms)
+        TickStats::of(state.registry.ledger(), listed, total, now_ms)
+    }
+
+    /// Brings the listing up to the registry's clocks: a pass over all of them, on an image
+    /// and a blocking thread, when the stamp moved since the last one; nothing otherwise.
+    async fn refresh_listing(&mut self) {
+        let (stamp, image) = {
+            let state = self.app.replica.state().read();
+            let stamp = state.registry.clocks_stamp();
+            if self
+                .listing
+                .as_ref()
+                .is_some_and(|listing| listing.stamp == stamp)
+            {
+                return;
+            }
+            (stamp, state.registry.image())
+        };
+        match tokio::task::spawn_blocking(move || Listing::of(stamp, &image)).await {
+            Ok(listing) => self.listing = Some(listing),
+            // The pass cannot panic; should it, the stream goes on with what it showed.
+            Err(error) => tracing::warn!(%error, "an event stream could not list the clocks"),
+        }
     }
 
     fn cluster_key(&self) -> ClusterKey {
@@ -247,23 +281,55 @@ impl Watcher {
 
     /// The `clocks` event when the clocks differ from the last one sent.
     fn clocks_if_changed(&self) -> Option<(u64, ClocksEvent)> {
-        let state = self.app.replica.state().read();
-        let registry = &state.registry;
-        let mut hasher = DefaultHasher::new();
-        for clock in registry.clocks() {
-            (&clock.id, clock.status).hash(&mut hasher);
-        }
-        let hash = hasher.finish();
-        if self.clocks_hash == Some(hash) {
+        let listing = self.listing.as_ref()?;
+        if self.clocks_hash == Some(listing.hash) {
             return None;
         }
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        let clocks = first_by_name(registry.clocks(), MAX_LISTED)
-            .into_iter()
+        let clocks = listing
+            .listed
+            .iter()
             .map(|clock| ClockSummary::of(clock, now_ms))
             .collect();
-        let total = registry.len();
-        Some((hash, ClocksEvent { total, clocks }))
+        Some((
+            listing.hash,
+            ClocksEvent {
+                total: listing.total,
+                clocks,
+            },
+        ))
+    }
+}
+
+/// What a stream shows of the clocks, as of one stamp of the registry.
+struct Listing {
+    /// The registry's clocks stamp when it was taken.
+    stamp: ClocksStamp,
+    /// A hash of every clock's id and status: a `clocks` event is sent when it changes, not
+    /// when a clock was paused and resumed between two checks.
+    hash: u64,
+    /// How many clocks there are.
+    total: usize,
+    /// The first [`MAX_LISTED`] of them by name, then schedule.
+    listed: Vec<Clock>,
+}
+
+impl Listing {
+    /// Two passes over every clock of `image`: for a blocking thread.
+    fn of(stamp: ClocksStamp, image: &RegistryImage) -> Listing {
+        let mut hasher = DefaultHasher::new();
+        for clock in image.clocks() {
+            (&clock.id, clock.status).hash(&mut hasher);
+        }
+        Listing {
+            stamp,
+            hash: hasher.finish(),
+            total: image.len(),
+            listed: first_by_name(image.clocks(), MAX_LISTED)
+                .into_iter()
+                .cloned()
+                .collect(),
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use tickd_domain::stats::{SERIES_BUCKET_MS, SERIES_BUCKETS};
-use tickd_domain::{Clock, ClockFilter, Registry, rfc3339_millis};
+use tickd_domain::{Clock, ClockFilter, TickLedger, rfc3339_millis};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -95,12 +95,12 @@ impl TickStats {
     /// The figures of `clocks` (at most [`MAX_CLOCKS`] are taken), `matched` of them in all,
     /// and the series windows of the 15 minutes before `now_ms`.
     pub fn of<'a>(
-        registry: &Registry,
+        ledger: &TickLedger,
         clocks: impl IntoIterator<Item = &'a Clock>,
         matched: usize,
         now_ms: u64,
     ) -> TickStats {
-        let cursors = &registry.ledger().cursors;
+        let cursors = &ledger.cursors;
         let clocks = clocks
             .into_iter()
             .take(MAX_CLOCKS)
@@ -129,8 +129,7 @@ impl TickStats {
             .collect();
         let window = SERIES_BUCKET_MS.saturating_mul(SERIES_BUCKETS as u64);
         let since = now_ms.saturating_sub(window);
-        let series = registry
-            .ledger()
+        let series = ledger
             .series
             .buckets()
             .filter(|bucket| bucket.start_ms >= since)
@@ -205,5 +204,10 @@ pub async fn stats(
             described.push(clock);
         }
     }
-    Ok(Json(TickStats::of(registry, described, matched, now_ms)))
+    Ok(Json(TickStats::of(
+        registry.ledger(),
+        described,
+        matched,
+        now_ms,
+    )))
 }
