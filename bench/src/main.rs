@@ -22,6 +22,7 @@ mod register;
 mod report;
 mod scale;
 mod stats;
+mod watchers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

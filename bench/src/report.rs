@@ -61,6 +61,8 @@ pub struct Headline {
     pub scale_lateness_p99_ms: Option<f64>,
     /// That p99 over the same clocks' p99 on the empty cluster.
     pub scale_lateness_vs_empty_p99: Option<f64>,
+    /// The same ratio while dashboards and scrapes watch every node.
+    pub scale_watched_lateness_vs_empty_p99: Option<f64>,
 }
 
 /// Everything a run measured.
@@ -157,6 +159,8 @@ impl Report {
             headline.scale_bytes_per_clock_restarted = Some(scale.bytes_per_clock_restarted);
             headline.scale_lateness_p99_ms = Some(scale.frequent_lateness.p99_ms);
             headline.scale_lateness_vs_empty_p99 = Some(scale.lateness_vs_empty_p99());
+            headline.scale_watched_lateness_vs_empty_p99 =
+                Some(scale.watched_lateness_vs_empty_p99());
         }
         self.floors_missed = floors_missed(&headline);
         self.headline = headline;
@@ -164,14 +168,14 @@ impl Report {
 
     /// The headline table.
     pub fn print(&self) {
-        println!("\n{:<31} {:>12}  floor", "figure", "value");
+        println!("\n{:<35} {:>12}  floor", "figure", "value");
         for (name, value) in self.headline.figures() {
             let floor = FLOORS
                 .iter()
                 .find(|floor| floor.figure == name)
                 .map_or(String::new(), Floor::describe);
             let value = value.map_or("not measured".to_string(), |v| format!("{v:.2}"));
-            println!("{name:<31} {value:>12}  {floor}");
+            println!("{name:<35} {value:>12}  {floor}");
         }
         for failure in &self.failed {
             println!("scenario failed: {failure}");
@@ -272,7 +276,7 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, Option<f64>); 20] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 21] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
@@ -305,6 +309,10 @@ impl Headline {
             (
                 "scale_lateness_vs_empty_p99",
                 self.scale_lateness_vs_empty_p99,
+            ),
+            (
+                "scale_watched_lateness_vs_empty_p99",
+                self.scale_watched_lateness_vs_empty_p99,
             ),
         ]
     }

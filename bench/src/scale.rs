@@ -19,6 +19,7 @@ use crate::consumer::now_ms;
 use crate::footprint::{last_snapshot, restart_to_serving, rss_of_node, rss_of_nodes};
 use crate::population::Population;
 use crate::stats::{Percentiles, ratio};
+use crate::watchers::Watchers;
 
 /// The population's schedule: nothing falls due while the scenario runs.
 const HOURLY: &str = "every.1.hours";
@@ -79,6 +80,8 @@ pub struct ScaleResult {
     pub frequent_lateness_empty: Percentiles,
     /// The same among the population.
     pub frequent_lateness: Percentiles,
+    /// The same again while dashboards and scrapes watch every node ([`Watchers`]).
+    pub frequent_lateness_watched: Percentiles,
 }
 
 impl ScaleResult {
@@ -91,6 +94,14 @@ impl ScaleResult {
     pub fn lateness_vs_empty_p99(&self) -> f64 {
         ratio(
             self.frequent_lateness.p99_ms,
+            self.frequent_lateness_empty.p99_ms,
+        )
+    }
+
+    /// The same while the cluster is watched.
+    pub fn watched_lateness_vs_empty_p99(&self) -> f64 {
+        ratio(
+            self.frequent_lateness_watched.p99_ms,
             self.frequent_lateness_empty.p99_ms,
         )
     }
@@ -150,6 +161,11 @@ pub async fn run(
     act_on_all(http, cluster, &frequent, "resume").await?;
     let frequent_lateness = lateness(http, cluster, &frequent).await?;
     println!("  frequent clocks among the population: {frequent_lateness:?}");
+    let watchers = Watchers::start(http, cluster);
+    let frequent_lateness_watched = lateness(http, cluster, &frequent).await;
+    watchers.stop()?;
+    let frequent_lateness_watched = frequent_lateness_watched?;
+    println!("  the same, watched by dashboards and scrapes: {frequent_lateness_watched:?}");
     act_on_all(http, cluster, &frequent, "pause").await?;
     let restart_to_serving_ms = restart_to_serving(http, cluster, follower, &population).await?;
     tokio::time::sleep(SETTLE).await;
@@ -177,6 +193,7 @@ pub async fn run(
         list_by_name,
         frequent_lateness_empty,
         frequent_lateness,
+        frequent_lateness_watched,
     })
 }
 
