@@ -2,7 +2,7 @@
 //! parsed by a Prometheus text-format parser, not by string matching.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use prometheus_parse::{Sample, Value};
 use reqwest::{Method, StatusCode};
@@ -89,26 +89,6 @@ fn assert_moved(earlier: &Scrape, later: &Scrape, counters: &[&str]) {
     }
 }
 
-/// The wall clock's next whole second at least `margin` from now: every `every.1.seconds`
-/// tick falls on a whole second.
-fn next_whole_second(margin: Duration) -> SystemTime {
-    let now = SystemTime::now();
-    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let second = Duration::from_secs(since_epoch.as_secs() + 1);
-    let second = if second - since_epoch < margin {
-        second + Duration::from_secs(1)
-    } else {
-        second
-    };
-    UNIX_EPOCH + second
-}
-
-/// Sleeps until the wall clock reads `at` (at once if it is past).
-async fn sleep_until(at: SystemTime) {
-    let left = at.duration_since(SystemTime::now()).unwrap_or_default();
-    tokio::time::sleep(left).await;
-}
-
 /// Tick ids that consumers received from `new` after `since` (by the publishing node's
 /// `app_id`) and also from `old`: ticks the new leader delivered again after taking over.
 fn repeated_since(consumers: &[Consumers], old: NodeId, new: NodeId, since: Instant) -> usize {
@@ -128,19 +108,29 @@ fn repeated_since(consumers: &[Consumers], old: NodeId, new: NodeId, since: Inst
         .len()
 }
 
-/// How long before a tick's instant the failover part halts the followers: after the intent
-/// that files the tick is committed (intents file ticks up to 600 ms ahead), and recently
-/// enough that the lease the leader last renewed (350 ms) still lets it publish the tick.
-const HALT_BEFORE_INSTANT: Duration = Duration::from_millis(150);
-
-/// How long after the tick's instant the leader is killed: it has published the tick, and
-/// with its followers halted it cannot have committed the confirmation.
-const KILL_AFTER_INSTANT: Duration = Duration::from_millis(60);
-
-/// How many leader kills the failover part makes. One is enough unless the box is so loaded
-/// that the leader's lease ran out before the instant (it then publishes nothing, and no tick
-/// is delivered twice); a broken re-delivery counter fails every attempt.
+/// How many leader kills the failover part makes. Each halts the followers within a few
+/// milliseconds of a publish, before the confirmation's batch (every 100 ms) is committed,
+/// nearly always; a broken re-delivery counter fails every attempt.
 const FAILOVER_ATTEMPTS: usize = 3;
+
+/// Waits (polling every millisecond) until a consumer receives a tick that `node` published
+/// after `since`.
+async fn a_tick_from(consumers: &[Consumers], node: NodeId, since: Instant) {
+    let publisher = format!("tickd-node-{node}");
+    eventually(
+        "a tick from the leader",
+        Duration::from_secs(5),
+        Duration::from_millis(1),
+        || async {
+            consumers
+                .iter()
+                .flat_map(Consumers::received)
+                .any(|tick| tick.at > since && tick.app_id.as_deref() == Some(publisher.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
+}
 
 #[tokio::test]
 async fn metrics_move_while_ticking_and_across_a_leader_kill() {
@@ -241,11 +231,11 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
         "the state gauges come from the replicated state, on every node"
     );
 
-    // A leader kill between a tick's publish and the commit of its confirmation. The
-    // followers are halted (SIGSTOP) just before a tick instant, so the leader publishes the
-    // tick on its lease but cannot commit the batched `Confirm`; it is killed just after the
-    // instant and the followers resumed. The new leader inherits the unconfirmed tick and
-    // publishes it again: the consumers get it from both, and it must be counted.
+    // A leader kill between a tick's publish and the commit of its confirmation. As soon as
+    // the consumers get a tick from the leader, the followers are halted (SIGSTOP), so the
+    // leader cannot commit the batched `Confirm` that would take the tick out of the outbox;
+    // it is killed and the followers resumed. The new leader inherits the unconfirmed tick
+    // and publishes it again: the consumers get it from both, and it must be counted.
     let mut delivered_twice = false;
     for attempt in 1..=FAILOVER_ATTEMPTS {
         let mut before = Vec::new();
@@ -257,12 +247,10 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
             .into_iter()
             .filter(|id| *id != leader)
             .collect();
-        let instant = next_whole_second(HALT_BEFORE_INSTANT + Duration::from_millis(100));
-        sleep_until(instant - HALT_BEFORE_INSTANT).await;
+        a_tick_from(&consumers, leader, Instant::now()).await;
         for id in &followers {
             cluster.stop(*id);
         }
-        sleep_until(instant + KILL_AFTER_INSTANT).await;
         cluster.kill(leader);
         let killed_at = Instant::now();
         for id in &followers {
@@ -306,14 +294,14 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
             break;
         }
         eprintln!(
-            "attempt {attempt}: no tick reached the consumers from both leaders (the old \
-             leader's lease ran out before the instant?); trying again"
+            "attempt {attempt}: no tick reached the consumers from both leaders (its \
+             confirmation was committed before the followers were halted?); trying again"
         );
     }
     assert!(
         delivered_twice,
-        "no tick delivered twice after {FAILOVER_ATTEMPTS} leader kills, each between a \
-         tick's publish and the commit of its confirmation"
+        "no tick delivered twice after {FAILOVER_ATTEMPTS} leader kills, each as soon as a \
+         tick arrived from the leader, with the followers halted"
     );
     for consumer in consumers {
         consumer.stop().await;
