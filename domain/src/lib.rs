@@ -19,7 +19,8 @@
 //!   with bounded work and bounded state (see the bounds in the `ticks` module and
 //!   [`RegistrySnapshot::validate_for_restore`] for restored backups).
 //! - [`stats`] keeps what became of each clock's ticks and the cluster's recent deliveries.
-//! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`.
+//! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`; [`Selection`] the clocks it
+//!   selects, taken from the registry to be walked off the state's lock.
 //! - [`Level`] says which command kinds a cluster's log may carry, so that a rolling upgrade
 //!   never hands a node a command its binary cannot decode.
 //!
@@ -68,6 +69,7 @@ mod queue_index;
 mod registry;
 mod restore;
 mod schedule;
+mod selection;
 mod shared_map;
 pub mod stats;
 mod ticks;
@@ -86,6 +88,7 @@ pub use restore::RestoreError;
 pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
+pub use selection::Selection;
 pub use shared_map::SharedMap;
 pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket, StatsSlot};
 pub use ticks::{

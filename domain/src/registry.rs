@@ -30,6 +30,7 @@ use crate::load::Loader;
 use crate::pair_index::PairIndex;
 use crate::queue_index::QueueIndex;
 use crate::schedule::Schedule;
+use crate::selection::Selection;
 use crate::shared_map::{self, SharedMap};
 use crate::ticks::{
     Cursor, Destination, Filed, Intent, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId,
@@ -921,54 +922,10 @@ impl Registry {
         self.by_queue.find(&self.clocks, queue)
     }
 
-    /// The clocks that `filter` selects, ordered by id, for
-    /// `GET /api/v1/clocks`.
-    pub fn list(&self, filter: &ClockFilter) -> Vec<Clock> {
-        self.list_page(filter, None, usize::MAX).0
-    }
-
-    /// One page of the clocks that match `filter`, in id order: at most `limit` of those after
-    /// the id `after` (which need not exist), and whether more match beyond them. A page costs
-    /// the clocks it passes over, not a pass over the whole registry.
-    pub fn list_page(
-        &self,
-        filter: &ClockFilter,
-        after: Option<&ClockId>,
-        limit: usize,
-    ) -> (Vec<Clock>, bool) {
-        let mut matching = self.matching(filter, after);
-        let page: Vec<Clock> = matching.by_ref().take(limit).cloned().collect();
-        let more = matching.next().is_some();
-        (page, more)
-    }
-
-    /// The clocks that match `filter`, in id order, from after the id `after` (which need not
-    /// exist). A filter on one name (`name=x`, not `name=!x`) costs the clocks of that name,
-    /// from the name index; any other, the clocks it passes over in id order.
-    pub fn matching<'a>(
-        &'a self,
-        filter: &'a ClockFilter,
-        after: Option<&ClockId>,
-    ) -> Box<dyn Iterator<Item = &'a Clock> + 'a> {
-        use std::ops::Bound::{Excluded, Unbounded};
-        match filter.name.as_ref().filter(|name| !name.negated) {
-            Some(name) => {
-                let mut named: Vec<&Clock> = self
-                    .by_pair
-                    .named(&self.clocks, &name.value)
-                    .filter(|clock| after.is_none_or(|after| clock.id > *after))
-                    .filter(|clock| filter.matches(clock))
-                    .collect();
-                named.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-                Box::new(named.into_iter())
-            }
-            None => Box::new(
-                self.clocks
-                    .range::<_, ClockId>((after.map_or(Unbounded, Excluded), Unbounded))
-                    .map(|(_, clock)| clock)
-                    .filter(|clock| filter.matches(clock)),
-            ),
-        }
+    /// The clocks that `filter` selects, to be walked now or after the state's lock is
+    /// released: see [`Selection`].
+    pub fn select(&self, filter: ClockFilter) -> Selection {
+        Selection::of(filter, &self.by_pair, &self.clocks)
     }
 
     /// The committed and undelivered ticks.
@@ -1645,8 +1602,8 @@ mod tests {
                     .map(|(key, value)| ((*key).to_owned(), (*value).to_owned())),
             )?;
             let listed: Vec<String> = registry
-                .list(&filter)
-                .into_iter()
+                .select(filter)
+                .matching(None)
                 .map(|clock| clock.id.to_string())
                 .collect();
             assert_eq!(listed, *expected, "query {query:?}");
@@ -2338,19 +2295,47 @@ mod tests {
         let ids = |page: &[Clock]| -> Vec<String> {
             page.iter().map(|clock| clock.id.to_string()).collect()
         };
-        let (first, more) = registry.list_page(&every, None, 2);
+        let every = registry.select(every);
+        let (first, more) = every.page(None, 2);
         assert_eq!((ids(&first), more), (vec!["c0".into(), "c1".into()], true));
-        let (next, more) = registry.list_page(&every, Some(&id("c1")), 2);
+        let (next, more) = every.page(Some(&id("c1")), 2);
         assert_eq!((ids(&next), more), (vec!["c2".into(), "c3".into()], true));
-        let (last, more) = registry.list_page(&every, Some(&id("c3")), 2);
+        let (last, more) = every.page(Some(&id("c3")), 2);
         assert_eq!((ids(&last), more), (vec!["c4".into()], false));
         // `after` need not name a clock (it may have been purged since).
-        let (from_gone, _) = registry.list_page(&every, Some(&id("c10")), 10);
+        let (from_gone, _) = every.page(Some(&id("c10")), 10);
         assert_eq!(ids(&from_gone), ["c2", "c3", "c4"]);
         let named = ClockFilter::from_pairs([("name".to_string(), "n3".to_string())])
             .unwrap_or_else(|error| panic!("{error}"));
-        assert_eq!(registry.list_page(&named, None, 1).0.len(), 1);
-        assert_eq!(registry.list(&every).len(), 5);
+        assert_eq!(registry.select(named).page(None, 1).0.len(), 1);
+        assert_eq!(every.matching(None).count(), 5);
+    }
+
+    #[test]
+    fn a_selection_keeps_the_clocks_it_was_taken_with() {
+        let mut registry = Registry::new();
+        create(&mut registry, "kept", "@never", "c1");
+        create(&mut registry, "gone", "@never", "c2");
+        let every = registry.select(ClockFilter::default());
+        let named = ClockFilter::from_pairs([("name".to_string(), "kept".to_string())])
+            .unwrap_or_else(|error| panic!("{error}"));
+        let kept = registry.select(named);
+        create(&mut registry, "kept", "every.1.seconds", "c3");
+        registry.apply(Command::Purge {
+            clocks: vec![id("c2")],
+        });
+        registry.apply(Command::Pause {
+            id: id("c1"),
+            now_ms: 0,
+        });
+        let ids = |selection: &Selection| -> Vec<String> {
+            selection
+                .matching(None)
+                .map(|clock| format!("{} {:?}", clock.id, clock.status))
+                .collect()
+        };
+        assert_eq!(ids(&every), ["c1 Active", "c2 Active"]);
+        assert_eq!(ids(&kept), ["c1 Active"]);
     }
 
     #[test]
@@ -2394,7 +2379,8 @@ mod tests {
             let filter = filter(&pairs);
             for after in [None, Some(id("c2")), Some(id("c6"))] {
                 let listed: Vec<String> = registry
-                    .matching(&filter, after.as_ref())
+                    .select(filter.clone())
+                    .matching(after.as_ref())
                     .map(|clock| clock.id.to_string())
                     .collect();
                 assert_eq!(
@@ -2404,7 +2390,7 @@ mod tests {
                 );
             }
         }
-        let (page, more) = registry.list_page(&filter(&[("name", "orders")]), None, 2);
+        let (page, more) = registry.select(filter(&[("name", "orders")])).page(None, 2);
         let ids: Vec<String> = page.iter().map(|clock| clock.id.to_string()).collect();
         assert_eq!(
             (ids, more),

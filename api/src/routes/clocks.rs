@@ -15,6 +15,7 @@ use crate::AppState;
 use crate::base_url::BaseUrl;
 use crate::error::{ApiError, BodyShape, ErrorBody};
 use crate::ids;
+use crate::list_body;
 use crate::view::{ChannelContext, ClockView, clock_url};
 
 /// The registration body. Unknown fields are ignored (Ticktok's clients send only these two,
@@ -184,19 +185,17 @@ pub async fn list(
         ApiError::bad_request(format!("{error}; the list also takes limit and after"))
     })?;
     app.replica.linearize().await?;
-    let (clocks, more) = {
-        let state = app.replica.state().read();
-        state
-            .registry
-            .list_page(&filter, page.after.as_ref(), page.limit)
+    // Taken under the lock, walked without it: an unpaged list of a million clocks passes
+    // over every one of them, which the state machine must not wait for.
+    let selection = app.replica.state().read().registry.select(filter);
+    let Some(limit) = page.limit else {
+        let body = list_body::streamed(selection, base, page.after);
+        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
     };
-    let views: Vec<ClockView> = clocks
-        .iter()
-        .map(|clock| ClockView::of(clock, &base))
-        .collect();
-    let mut response = Json(views).into_response();
-    if more && let Some(last) = clocks.last() {
-        let next = Page::next_link(&base, &pairs, &last.id.text());
+    let (body, last) = list_body::page(selection, base.clone(), page.after, limit).await?;
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Some(last) = last {
+        let next = Page::next_link(&base, &pairs, &last.text());
         if let Ok(link) = HeaderValue::from_str(&next) {
             response.headers_mut().insert(header::LINK, link);
         }
@@ -209,7 +208,8 @@ pub const MAX_PAGE: usize = 10_000;
 
 /// The paging keys of a list query: `limit` and `after`.
 struct Page {
-    limit: usize,
+    /// At most this many clocks; every match when not given.
+    limit: Option<usize>,
     after: Option<ClockId>,
 }
 
@@ -217,14 +217,14 @@ impl Page {
     /// Takes `limit` and `after` out of the query pairs; the rest are filters.
     fn take(pairs: &[(String, String)]) -> Result<(Page, Vec<(String, String)>), ApiError> {
         let mut page = Page {
-            limit: usize::MAX,
+            limit: None,
             after: None,
         };
         let mut filters = Vec::new();
         for (key, value) in pairs {
             match key.as_str() {
                 "limit" => {
-                    page.limit = value
+                    let limit = value
                         .parse::<usize>()
                         .ok()
                         .filter(|limit| (1..=MAX_PAGE).contains(limit))
@@ -234,6 +234,7 @@ impl Page {
                                 Excerpt::of(value)
                             ))
                         })?;
+                    page.limit = Some(limit);
                 }
                 "after" => page.after = Some(ClockId::new(value.clone())),
                 _ => filters.push((key.clone(), value.clone())),

@@ -5,11 +5,12 @@
 //! the cluster file's `metrics_require_token` (default: it does).
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::IntoResponse;
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::long_pass::off_the_runtime;
 
 /// The content type of the Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -32,13 +33,6 @@ pub async fn metrics(State(app): State<AppState>) -> Result<impl IntoResponse, A
     // Measuring the replicated state passes over every clock (a tenth of a second at a
     // million): on a blocking thread, not on one the other requests are served from.
     let render = app.metrics.clone();
-    let text = tokio::task::spawn_blocking(move || render())
-        .await
-        .map_err(|error| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("rendering the metrics failed: {error}"),
-            )
-        })?;
+    let text = off_the_runtime("rendering the metrics", move || render()).await?;
     Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text))
 }
