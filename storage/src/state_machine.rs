@@ -245,8 +245,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         .await
         .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?
         .map_err(|e| StorageIOError::write_snapshot(signature.clone(), &e))?;
-        *self.state.write() = state;
+        let replaced = self.state.replace(state);
         self.state.queue_changes().notify_all();
+        // Freed where it holds up neither the state's readers nor a runtime worker; an image
+        // a reader still holds keeps its share of it alive until that reader is done.
+        tokio::task::spawn_blocking(move || drop(replaced));
         telemetry::record_snapshot(SnapshotOrigin::Installed, bytes);
         tracing::info!(snapshot = %meta.snapshot_id, bytes, "snapshot installed");
         Ok(())
