@@ -38,6 +38,7 @@ use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
+use crate::long_pass::off_the_runtime;
 use crate::routes::cluster::{ClusterStatus, status};
 use crate::routes::stats::TickStats;
 
@@ -263,10 +264,17 @@ impl Watcher {
             }
             (stamp, state.registry.image())
         };
-        match tokio::task::spawn_blocking(move || Listing::of(stamp, &image)).await {
+        match off_the_runtime("an event stream's listing of the clocks", move || {
+            Listing::of(stamp, &image)
+        })
+        .await
+        {
             Ok(listing) => self.listing = Some(listing),
             // The pass cannot panic; should it, the stream goes on with what it showed.
-            Err(error) => tracing::warn!(%error, "an event stream could not list the clocks"),
+            Err(error) => tracing::warn!(
+                error = error.message(),
+                "an event stream could not list the clocks"
+            ),
         }
     }
 
