@@ -110,7 +110,7 @@ impl ClockView {
     fn with_status(clock: &Clock, status: ClockStatus, base: &BaseUrl) -> Self {
         Self {
             id: clock.id.to_string(),
-            name: clock.name.clone(),
+            name: clock.name.to_string(),
             schedule: clock.schedule.to_string(),
             status,
             channel: None,

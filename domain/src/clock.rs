@@ -255,8 +255,10 @@ impl Channel {
 pub struct Clock {
     /// The clock's identity in URLs.
     pub id: ClockId,
-    /// Free text chosen by the client, 1..=[`MAX_NAME_BYTES`] bytes of UTF-8.
-    pub name: String,
+    /// Free text chosen by the client, 1..=[`MAX_NAME_BYTES`] bytes of UTF-8. A boxed `str`
+    /// rather than a `String`: a name never grows, and the capacity word would cost every
+    /// clock 8 bytes.
+    pub name: Box<str>,
     /// When the clock ticks, kept as the literal the client registered.
     pub schedule: Schedule,
     /// Whether scheduled ticks fire.
@@ -395,7 +397,7 @@ mod tests {
         let schedule = Schedule::parse("every.5.seconds")?;
         let clock = Clock {
             id: ClockId::new("c1".to_owned()),
-            name: "a;b".to_owned(),
+            name: "a;b".into(),
             channel: Channel::Rabbit {
                 queue: Channel::rabbit_queue_name("a;b", &schedule),
             },

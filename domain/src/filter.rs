@@ -142,7 +142,7 @@ mod tests {
     fn clock(id: &str, name: &str, schedule: &str, status: ClockStatus) -> Clock {
         Clock {
             id: ClockId::new(id.to_owned()),
-            name: name.to_owned(),
+            name: name.into(),
             schedule: Schedule::parse(schedule)
                 .unwrap_or_else(|err| panic!("test schedule {schedule:?}: {err}")),
             status,

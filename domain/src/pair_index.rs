@@ -49,7 +49,7 @@ impl PairIndex {
     ) -> Option<&'a Clock> {
         let key = pair_key(name, literal);
         self.candidates(clocks, key..=key)
-            .find(|clock| clock.name == name && clock.schedule.as_str() == literal)
+            .find(|clock| &*clock.name == name && clock.schedule.as_str() == literal)
     }
 
     /// The clocks of `clocks` named `name`, in no particular order.
@@ -60,7 +60,7 @@ impl PairIndex {
     ) -> impl Iterator<Item = &'a Clock> + 'a {
         let first = pair_key(name, "") & !LITERAL_MASK;
         self.candidates(clocks, first..=first | LITERAL_MASK)
-            .filter(move |clock| clock.name == name)
+            .filter(move |clock| &*clock.name == name)
     }
 
     /// The clocks filed under the keys of `keys`.
@@ -100,7 +100,7 @@ mod tests {
     fn clock(id: &str, name: &str, literal: &str) -> Clock {
         Clock {
             id: ClockId::new(id.to_owned()),
-            name: name.to_owned(),
+            name: name.into(),
             schedule: literal.parse::<Schedule>().expect("a valid literal"),
             status: ClockStatus::Active,
             channel: Channel::Rabbit {

@@ -52,7 +52,7 @@ mod tests {
     fn clock(id: &str, queue: &str) -> Clock {
         Clock {
             id: ClockId::new(id.to_owned()),
-            name: format!("clock {id}"),
+            name: format!("clock {id}").into(),
             schedule: "@never".parse::<Schedule>().expect("a valid literal"),
             status: ClockStatus::Active,
             channel: Channel::Http {

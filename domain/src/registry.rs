@@ -592,7 +592,7 @@ impl Registry {
         }
         let clock = Clock {
             id,
-            name,
+            name: name.into_boxed_str(),
             schedule,
             status: ClockStatus::Active,
             channel,
@@ -771,7 +771,7 @@ impl Registry {
         let tick = Tick {
             id: TickId::manual(&clock.id, sequence),
             clock: clock.id.clone(),
-            name: clock.name.clone(),
+            name: clock.name.to_string(),
             schedule: clock.schedule.clone(),
             due_at_ms: now_ms,
             manual: true,
@@ -1011,7 +1011,7 @@ impl Registry {
             return Err(SnapshotError::DuplicatePair {
                 first: first.id.clone(),
                 second: clock.id,
-                name: clock.name,
+                name: clock.name.into_string(),
                 schedule: clock.schedule,
             });
         }
@@ -1192,7 +1192,7 @@ mod tests {
         let mut registry = Registry::new();
         let clock = create(&mut registry, "orders", "every.5.seconds", "c1");
         assert_eq!(clock.id, id("c1"));
-        assert_eq!(clock.name, "orders");
+        assert_eq!(&*clock.name, "orders");
         assert_eq!(clock.schedule.as_str(), "every.5.seconds");
         assert_eq!(clock.status, ClockStatus::Active);
         assert_eq!(
@@ -1560,7 +1560,7 @@ mod tests {
     fn list_applies_the_filter_in_id_order() -> Result<(), Box<dyn std::error::Error>> {
         let pending = Clock {
             id: id("c0"),
-            name: "orders".to_owned(),
+            name: "orders".into(),
             schedule: schedule("every.5.seconds"),
             status: ClockStatus::Pending,
             channel: Channel::Http {
@@ -2624,7 +2624,7 @@ mod tests {
             short_queue.starts_with("clock hc: channel.queue_id: invalid queue id \"1\""),
             "{short_queue}"
         );
-        let long_name = mutate(&|clock| clock.name = "n".repeat(5_000));
+        let long_name = mutate(&|clock| clock.name = "n".repeat(5_000).into());
         assert!(
             long_name.starts_with("clock hc: invalid clock name: it is 5000 bytes long"),
             "{long_name}"

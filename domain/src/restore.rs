@@ -158,7 +158,7 @@ impl RegistrySnapshot {
                     id: clock.id.clone(),
                 });
             }
-            let pair = (clock.name.as_str(), clock.schedule.as_str());
+            let pair = (&*clock.name, clock.schedule.as_str());
             if let Some(first) = by_pair.insert(pair, &clock.id) {
                 return Err(RestoreError::DuplicatePair {
                     first: first.clone(),
@@ -275,7 +275,7 @@ fn validate_tick(
     if tick.clock != clock.id {
         return Err(tick_error(place, tick, "it is filed under another clock"));
     }
-    if tick.name != clock.name || tick.schedule != clock.schedule {
+    if *tick.name != *clock.name || tick.schedule != clock.schedule {
         return Err(tick_error(
             place,
             tick,

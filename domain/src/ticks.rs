@@ -303,7 +303,7 @@ impl PoppedTick {
         Tick {
             id: self.id.clone(),
             clock: clock.id.clone(),
-            name: clock.name.clone(),
+            name: clock.name.to_string(),
             schedule: clock.schedule.clone(),
             due_at_ms: self.due_at_ms,
             manual: self.manual,

@@ -212,7 +212,7 @@ impl Edit {
             Edit::Watermark(at) => snapshot.ledger.intended_through_ms = at,
             Edit::ManualSequence(n) => snapshot.ledger.manual_sequence = n,
             Edit::ClockId(i, id) if clocks > 0 => snapshot.clocks[i % clocks].id = id,
-            Edit::Name(i, name) if clocks > 0 => snapshot.clocks[i % clocks].name = name,
+            Edit::Name(i, name) if clocks > 0 => snapshot.clocks[i % clocks].name = name.into(),
             Edit::Channel(i, channel) if clocks > 0 => {
                 snapshot.clocks[i % clocks].channel = channel;
             }
@@ -232,7 +232,7 @@ impl Edit {
                     Tick {
                         id: TickId::manual(&clock.id, sequence),
                         clock: clock.id.clone(),
-                        name: clock.name.clone(),
+                        name: clock.name.to_string(),
                         schedule: clock.schedule.clone(),
                         due_at_ms: sequence,
                         manual: true,

@@ -261,7 +261,7 @@ mod tests {
                 panic!("writer {n}: a new clock, got {outcome:?}");
             };
             assert_eq!(
-                (clock.id.to_string(), clock.name.as_str()),
+                (clock.id.to_string(), &*clock.name),
                 (format!("id-{n}"), format!("clock-{n}").as_str()),
                 "writer {n} got another write's outcome"
             );

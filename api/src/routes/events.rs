@@ -97,7 +97,7 @@ impl ClockSummary {
         };
         ClockSummary {
             id: clock.id.to_string(),
-            name: clock.name.clone(),
+            name: clock.name.to_string(),
             schedule: clock.schedule.as_str().to_owned(),
             status: clock.status,
             channel: match clock.channel {
@@ -407,7 +407,7 @@ mod tests {
     fn clock(id: &str, name: &str, schedule: &str) -> Clock {
         Clock {
             id: ClockId::new(id.to_owned()),
-            name: name.to_owned(),
+            name: name.into(),
             schedule: Schedule::parse(schedule).expect("a schedule"),
             status: ClockStatus::Active,
             channel: Channel::Http {

@@ -112,7 +112,7 @@ impl TickStats {
                     .unwrap_or_default();
                 ClockTicks {
                     id: clock.id.to_string(),
-                    name: clock.name.clone(),
+                    name: clock.name.to_string(),
                     schedule: clock.schedule.as_str().to_owned(),
                     delivered: stats.delivered,
                     late: stats.late,
