@@ -145,6 +145,39 @@ pub(crate) fn rss_of_node(cluster: &TestCluster, id: u64) -> Result<u64, String>
     rss_bytes(pid)
 }
 
+/// Where a process's resident memory is: what it allocated, and the pages of files it maps
+/// (its binary's code above all), from `/proc/<pid>/smaps_rollup`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ResidentParts {
+    /// Anonymous memory: the heap, the stacks, RocksDB's buffers.
+    pub anonymous_bytes: u64,
+    /// Pages of mapped files: the executable's code and data, shared libraries.
+    pub file_bytes: u64,
+}
+
+/// The resident parts of node `id`.
+pub(crate) fn resident_parts_of_node(
+    cluster: &TestCluster,
+    id: u64,
+) -> Result<ResidentParts, String> {
+    let pid = cluster.pid(id).ok_or(format!("node {id} is not running"))?;
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .map_err(|e| format!("reading the memory map of process {pid}: {e}"))?;
+    parse_parts(&rollup).ok_or(format!("no Rss or Anonymous line for process {pid}"))
+}
+
+fn parse_parts(rollup: &str) -> Option<ResidentParts> {
+    let kib = |field: &str| -> Option<u64> {
+        let line = rollup.lines().find(|line| line.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let (rss, anonymous) = (kib("Rss:")? * 1024, kib("Anonymous:")? * 1024);
+    Some(ResidentParts {
+        anonymous_bytes: anonymous,
+        file_bytes: rss.saturating_sub(anonymous),
+    })
+}
+
 /// A process's resident set size, from `/proc/<pid>/status`.
 fn rss_bytes(pid: u32) -> Result<u64, String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -184,6 +217,20 @@ mod tests {
         let status = "Name:\ttickd\nVmPeak:\t  900 kB\nVmRSS:\t   2048 kB\nThreads:\t9\n";
         assert_eq!(parse_rss(status), Some(2 * 1024 * 1024));
         assert_eq!(parse_rss("Name:\ttickd\n"), None);
+    }
+
+    #[test]
+    fn resident_parts_split_anonymous_from_file_pages() {
+        let rollup = "\
+55d0c0000000-7ffc00000000 ---p 00000000 00:00 0                          [rollup]
+Rss:              121500 kB
+Pss:              120000 kB
+Anonymous:         99900 kB
+";
+        let parts = parse_parts(rollup).expect("both lines");
+        assert_eq!(parts.anonymous_bytes, 99_900 * 1024);
+        assert_eq!(parts.file_bytes, 21_600 * 1024);
+        assert!(parse_parts("Rss: 5 kB\n").is_none());
     }
 
     #[test]

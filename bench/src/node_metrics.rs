@@ -1,5 +1,6 @@
 //! What a node itself records, read from its `/metrics` scrape: the publish-time lateness
-//! histogram, to set beside the lateness the consumers measure.
+//! histogram, to set beside the lateness the consumers measure, and what the Raft log's
+//! RocksDB holds in memory, to set beside the node's resident memory.
 
 use std::collections::BTreeMap;
 
@@ -45,6 +46,23 @@ pub fn publish_lateness_p99_ms(before: &str, after: &str) -> Option<f64> {
         .iter()
         .find(|(_, count)| *count >= 0.99 * total)
         .map(|(bound, _)| bound * 1e3)
+}
+
+/// What the Raft log's RocksDB holds in memory, by part.
+const LOG_MEMORY: &str = "tickd_raft_log_memory_bytes";
+
+/// The Raft log's memory in a scrape, bytes: its memtables and its block cache; `None` for a
+/// part the scrape does not have.
+pub fn log_memory_bytes(scrape: &str) -> (Option<u64>, Option<u64>) {
+    let part = |name: &str| {
+        let prefix = format!("{LOG_MEMORY}{{part=\"{name}\"}} ");
+        scrape
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .map(|bytes| bytes as u64)
+    };
+    (part("memtables"), part("block_cache"))
 }
 
 /// The cumulative bucket counts of `metric`, summed over label sets, keyed by the bits of the
@@ -101,6 +119,15 @@ mod tests {
         assert_eq!(publish_lateness_p99_ms(&before, &after), Some(10.0));
         let all_fast = scrape_with([1_100, 1_100, 1_100, 1_100]);
         assert_eq!(publish_lateness_p99_ms(&before, &all_fast), Some(1.0));
+    }
+
+    #[test]
+    fn the_log_memory_parts_are_read_by_label() {
+        let scrape = "tickd_raft_log_memory_bytes{part=\"block_cache\"} 4096\n\
+                      tickd_raft_log_memory_bytes{part=\"memtables\"} 2101248\n\
+                      tickd_raft_log_memory_bytes{part=\"table_readers\"} 7\n";
+        assert_eq!(log_memory_bytes(scrape), (Some(2_101_248), Some(4_096)));
+        assert_eq!(log_memory_bytes("tickd_clocks 5\n"), (None, None));
     }
 
     #[test]

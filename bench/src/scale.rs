@@ -16,7 +16,9 @@ use tickd_tests::process::cpu_percent;
 
 use crate::client::Registration;
 use crate::consumer::now_ms;
-use crate::footprint::{last_snapshot, restart_to_serving, rss_of_node, rss_of_nodes};
+use crate::footprint::{ResidentParts, last_snapshot, resident_parts_of_node};
+use crate::footprint::{restart_to_serving, rss_of_node, rss_of_nodes};
+use crate::node_metrics;
 use crate::population::Population;
 use crate::stats::{Percentiles, ratio};
 use crate::watchers::Watchers;
@@ -62,6 +64,8 @@ pub struct ScaleResult {
     pub rss_bytes: Vec<u64>,
     /// The largest node's resident memory divided by the clocks it holds.
     pub bytes_per_clock: f64,
+    /// Where each node's resident memory is, with the population: see [`NodeMemory`].
+    pub memory: Vec<NodeMemory>,
     /// The restarted follower's resident memory, bytes, once it serves and has settled: a node
     /// that loaded the population from its snapshot rather than grown with it.
     pub rss_restarted_bytes: u64,
@@ -82,6 +86,40 @@ pub struct ScaleResult {
     pub frequent_lateness: Percentiles,
     /// The same again while dashboards and scrapes watch every node ([`Watchers`]).
     pub frequent_lateness_watched: Percentiles,
+}
+
+/// One node's resident memory with the population, in parts: anonymous memory and mapped file
+/// pages (from the kernel), and of the anonymous memory, what RocksDB says the Raft log's
+/// memtables and block cache hold (from the node's metrics). The rest of the anonymous memory
+/// is the replicated state, the runtime and what the allocator keeps.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeMemory {
+    /// From the kernel.
+    #[serde(flatten)]
+    pub resident: ResidentParts,
+    /// The log's memtables, bytes.
+    pub log_memtables_bytes: Option<u64>,
+    /// The log's block cache, bytes.
+    pub log_block_cache_bytes: Option<u64>,
+}
+
+/// In megabytes, for the progress lines.
+impl std::fmt::Display for NodeMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mb = |bytes: Option<u64>| match bytes {
+            Some(bytes) => format!("{:.1}", bytes as f64 / 1e6),
+            None => "?".to_owned(),
+        };
+        write!(
+            f,
+            "{} MB anonymous (of which the log's memtables {} MB, its block cache {} MB), {} MB \
+             of mapped files",
+            mb(Some(self.resident.anonymous_bytes)),
+            mb(self.log_memtables_bytes),
+            mb(self.log_block_cache_bytes),
+            mb(Some(self.resident.file_bytes)),
+        )
+    }
 }
 
 impl ScaleResult {
@@ -146,6 +184,10 @@ pub async fn run(
     println!("  at rest with {clocks} clocks: {idle_cpu_pct:.1?} % of a core");
     let rss_bytes = rss_of_nodes(cluster)?;
     println!("  resident: {:?} MB", megabytes(&rss_bytes));
+    let memory = memory_of_nodes(http, cluster).await?;
+    for (id, node) in cluster.node_ids().into_iter().zip(&memory) {
+        println!("  node {id}: {node}");
+    }
     let largest = rss_bytes.iter().copied().max().unwrap_or_default();
     let bytes_per_clock = largest as f64 / (clocks + frequent_clocks) as f64;
     let leader = cluster.leader().await.ok_or("no leader")?;
@@ -185,6 +227,7 @@ pub async fn run(
         rss_empty_bytes,
         rss_bytes,
         bytes_per_clock,
+        memory,
         rss_restarted_bytes,
         bytes_per_clock_restarted,
         snapshot_bytes,
@@ -203,6 +246,26 @@ fn megabytes(bytes: &[u64]) -> Vec<f64> {
         .iter()
         .map(|bytes| (*bytes as f64 / 1e5).round() / 10.0)
         .collect()
+}
+
+/// Each node's memory in parts ([`NodeMemory`]).
+async fn memory_of_nodes(
+    http: &reqwest::Client,
+    cluster: &TestCluster,
+) -> Result<Vec<NodeMemory>, String> {
+    let mut memory = Vec::new();
+    for id in cluster.node_ids() {
+        let resident = resident_parts_of_node(cluster, id)?;
+        let scrape =
+            node_metrics::scrape(http, &cluster.api_url(id), cluster.operator_token()).await?;
+        let (log_memtables_bytes, log_block_cache_bytes) = node_metrics::log_memory_bytes(&scrape);
+        memory.push(NodeMemory {
+            resident,
+            log_memtables_bytes,
+            log_block_cache_bytes,
+        });
+    }
+    Ok(memory)
 }
 
 fn pids(cluster: &TestCluster) -> Result<Vec<u32>, String> {

@@ -151,6 +151,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
 
     let tls = config.tls.as_ref().map(tls::load).transpose()?;
     let (log_store, state_machine, state) = tickd_storage::open(&data_dir)?;
+    let log_memory = log_store.memory();
     let raft_config = Arc::new(tickd_raft::timing::raft_config()?);
     let peer_security = match &tls {
         Some(tls) => PeerSecurity::MutualTls(Box::new(tls.peers.clone())),
@@ -249,7 +250,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         let reserve = reserve.clone();
         Arc::new(move || reserve.check().map_err(|error| error.to_string())) as CheckSpace
     };
-    let render = telemetry::renderer(metrics.clone(), replica.state().clone());
+    let render = telemetry::renderer(metrics.clone(), replica.state().clone(), log_memory);
     let router = tickd_api::router(replica.clone(), api, declarer, polls.clone(), render, space);
     let api_server = listener::serve(
         api_listener,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tickd_api::RenderMetrics;
 use tickd_raft::StateHandle;
-use tickd_storage::DiskReserve;
+use tickd_storage::{DiskReserve, LogMemory};
 use tokio::sync::watch;
 
 /// Bucket bounds, in seconds, of every duration histogram, from a sub-millisecond fsync to a
@@ -45,11 +45,12 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
     Ok(handle)
 }
 
-/// The closure behind `GET /metrics`: it measures the replicated state, then renders every
-/// metric.
-pub fn renderer(handle: PrometheusHandle, state: StateHandle) -> RenderMetrics {
+/// The closure behind `GET /metrics`: it measures the replicated state and the log's memory,
+/// then renders every metric.
+pub fn renderer(handle: PrometheusHandle, state: StateHandle, log: LogMemory) -> RenderMetrics {
     Arc::new(move || {
         tickd_raft::telemetry::record_state(&state);
+        log.record();
         handle.render()
     })
 }

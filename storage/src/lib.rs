@@ -56,6 +56,7 @@
 
 mod keys;
 mod log_store;
+mod memory;
 mod snapshot_file;
 mod space;
 mod state_machine;
@@ -69,6 +70,7 @@ use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Options};
 use tickd_raft::StateHandle;
 
 pub use log_store::{LogReader, LogStore};
+pub use memory::LogMemory;
 pub use space::{DiskReserve, SpaceError};
 pub use state_machine::{SnapshotBuilder, StateMachine};
 
@@ -112,8 +114,8 @@ pub fn open(data_dir: &Path) -> Result<(LogStore, StateMachine, StateHandle), Op
             source,
         })?;
     }
-    let db = open_db(&raft_dir)?;
-    let log = LogStore::new(db)?;
+    let (db, block_cache) = open_db(&raft_dir)?;
+    let log = LogStore::new(db, block_cache)?;
     let state_machine = StateMachine::open(snapshot_dir)?;
     let handle = state_machine.handle();
     Ok((log, state_machine, handle))
@@ -171,7 +173,8 @@ fn family_options(block_cache: &Cache) -> Options {
     options
 }
 
-fn open_db(path: &Path) -> Result<Arc<DB>, OpenError> {
+/// Opens the log's database, with the block cache its column families share.
+fn open_db(path: &Path) -> Result<(Arc<DB>, Cache), OpenError> {
     let mut options = Options::default();
     options.create_if_missing(true);
     options.create_missing_column_families(true);
@@ -180,12 +183,12 @@ fn open_db(path: &Path) -> Result<Arc<DB>, OpenError> {
     let block_cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
     let families = [keys::LOG_CF, keys::META_CF]
         .map(|name| ColumnFamilyDescriptor::new(name, family_options(&block_cache)));
-    DB::open_cf_descriptors(&options, path, families)
-        .map(Arc::new)
-        .map_err(|source| OpenError::Log {
+    let db =
+        DB::open_cf_descriptors(&options, path, families).map_err(|source| OpenError::Log {
             path: path.to_path_buf(),
             source,
-        })
+        })?;
+    Ok((Arc::new(db), block_cache))
 }
 
 #[cfg(test)]
@@ -252,7 +255,7 @@ mod tests {
     fn each_column_family_keeps_4_mib_of_memtable_and_shares_a_4_mib_block_cache() {
         let root = tempfile::tempdir().expect("temporary directory");
         let path = root.path().join("raft");
-        let db = open_db(&path).expect("opened");
+        let (db, _) = open_db(&path).expect("opened");
         for name in [keys::LOG_CF, keys::META_CF] {
             let family = db.cf_handle(name).expect("the column family");
             let capacity = db

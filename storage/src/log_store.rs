@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, OptionalSend, RaftLogId, StorageError, StorageIOError, Vote};
-use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, WriteBatch};
+use rocksdb::{Cache, ColumnFamily, DB, Direction, IteratorMode, WriteBatch};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickd_raft::unsupported;
@@ -15,7 +15,7 @@ use tickd_raft::{NodeId, TypeConfig};
 
 use crate::keys::{self, COMMITTED, LAST_PURGED, LOG_CF, META_CF, VOTE};
 use crate::wal_sync::{Waiter, WalSync};
-use crate::{OpenError, telemetry};
+use crate::{LogMemory, OpenError, telemetry};
 
 type StoreResult<T> = Result<T, StorageError<NodeId>>;
 
@@ -23,6 +23,7 @@ type StoreResult<T> = Result<T, StorageError<NodeId>>;
 pub struct LogStore {
     db: Arc<DB>,
     wal: WalSync,
+    memory: LogMemory,
 }
 
 /// A read-only view of the log for openraft's replication tasks.
@@ -32,12 +33,18 @@ pub struct LogReader {
 }
 
 impl LogStore {
-    pub(crate) fn new(db: Arc<DB>) -> Result<Self, OpenError> {
+    pub(crate) fn new(db: Arc<DB>, block_cache: Cache) -> Result<Self, OpenError> {
         let wal = WalSync::start(db.clone()).map_err(|source| OpenError::Directory {
             path: db.path().to_path_buf(),
             source,
         })?;
-        Ok(Self { db, wal })
+        let memory = LogMemory::new(db.clone(), block_cache);
+        Ok(Self { db, wal, memory })
+    }
+
+    /// What the log's database holds in memory, measured when the metrics are read.
+    pub fn memory(&self) -> LogMemory {
+        self.memory.clone()
     }
 
     fn meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageIOError<NodeId>> {

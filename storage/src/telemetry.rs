@@ -24,6 +24,12 @@ pub const SNAPSHOT_SIZE: &str = "tickd_raft_snapshot_size_bytes";
 pub const SNAPSHOT_WRITE_DURATION: &str = "tickd_raft_snapshot_write_duration_seconds";
 /// The bytes still free for tickd in the data directory's filesystem.
 pub const FREE_BYTES: &str = "tickd_data_dir_free_bytes";
+/// What the Raft log's RocksDB holds in memory, by part (`memtables`, `table_readers`,
+/// `block_cache`), as RocksDB estimates it.
+pub const LOG_MEMORY: &str = "tickd_raft_log_memory_bytes";
+
+/// The parts of [`LOG_MEMORY`].
+const LOG_MEMORY_PARTS: [&str; 3] = ["memtables", "table_readers", "block_cache"];
 
 /// Where a snapshot came from.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +90,12 @@ pub fn describe() {
         Unit::Bytes,
         "The bytes still free for tickd in the filesystem of the data directory"
     );
+    describe_gauge!(
+        LOG_MEMORY,
+        Unit::Bytes,
+        "What the Raft log's RocksDB holds in memory, by part, as RocksDB estimates it: the \
+         memtables of entries not yet flushed, the readers of its files, the block cache"
+    );
     // The exporter renders a metric only once it has been recorded; a node that has not yet
     // appended, committed or snapshotted must still export these, so that dashboards and
     // alerts see zero rather than nothing. Incrementing by zero keeps a value recorded
@@ -93,6 +105,9 @@ pub fn describe() {
     let _ = histogram!(SNAPSHOT_WRITE_DURATION);
     gauge!(COMMIT_INDEX).increment(0.0);
     gauge!(SNAPSHOT_SIZE).increment(0.0);
+    for part in LOG_MEMORY_PARTS {
+        gauge!(LOG_MEMORY, "part" => part).increment(0.0);
+    }
     for origin in SnapshotOrigin::ALL {
         counter!(SNAPSHOTS, "origin" => origin.label()).increment(0);
     }
@@ -122,6 +137,18 @@ pub(crate) fn record_committed(index: u64) {
 pub(crate) fn record_snapshot(origin: SnapshotOrigin, bytes: u64) {
     counter!(SNAPSHOTS, "origin" => origin.label()).increment(1);
     record_snapshot_size(bytes);
+}
+
+/// Records RocksDB's estimates of the log's memory, by part.
+pub(crate) fn record_log_memory(usage: &rocksdb::perf::MemoryUsageStats) {
+    let figures = [
+        usage.mem_table_total,
+        usage.mem_table_readers_total,
+        usage.cache_total,
+    ];
+    for (part, bytes) in LOG_MEMORY_PARTS.into_iter().zip(figures) {
+        gauge!(LOG_MEMORY, "part" => part).set(bytes as f64);
+    }
 }
 
 /// Records the free space of the data directory.
@@ -282,9 +309,43 @@ mod tests {
             (SNAPSHOT_SIZE.to_owned(), value(0.0)),
             (format!("{SNAPSHOTS}{{origin=built}}"), value(0.0)),
             (format!("{SNAPSHOTS}{{origin=installed}}"), value(0.0)),
+            (format!("{LOG_MEMORY}{{part=memtables}}"), value(0.0)),
+            (format!("{LOG_MEMORY}{{part=table_readers}}"), value(0.0)),
+            (format!("{LOG_MEMORY}{{part=block_cache}}"), value(0.0)),
         ]
         .into();
         assert_eq!(recorded.readings(), expected);
+    }
+
+    /// The log's memory is recorded from RocksDB's own figures, each under its part: entries
+    /// written show in the memtables.
+    #[test]
+    fn the_log_memory_is_recorded_by_part_and_follows_what_is_written() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (db, cache) = crate::open_db(dir.path()).expect("open the database");
+        let memory = crate::LogMemory::new(db.clone(), cache);
+        let family = db
+            .cf_handle(crate::keys::LOG_CF)
+            .expect("the log column family");
+        for index in 0u64..512 {
+            db.put_cf(family, index.to_be_bytes(), [7u8; 1024])
+                .expect("write an entry");
+        }
+        let recorded = Recorded::default();
+        with_local_recorder(&recorded, || memory.record());
+        let part = |part: &str| {
+            recorded
+                .get(&format!("{LOG_MEMORY}{{part={part}}}"))
+                .map(|reading| reading.value)
+        };
+        let memtables = part("memtables").unwrap_or_default();
+        assert!(
+            memtables >= 512.0 * 1024.0,
+            "512 KiB of entries written, {memtables} bytes of memtables recorded"
+        );
+        // The 4 MiB cache is empty (nothing was read back), the table readers nearly so.
+        assert!(part("block_cache").is_some_and(|bytes| bytes < memtables));
+        assert!(part("table_readers").is_some_and(|bytes| bytes < memtables));
     }
 
     #[test]

@@ -365,7 +365,8 @@ async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
 }
 
 /// How long a snapshot's serialization took is exported: at a million clocks it is the
-/// largest piece of work a node does, and it grows with the state.
+/// largest piece of work a node does, and it grows with the state. So is what the log's
+/// RocksDB holds in memory.
 #[tokio::test]
 async fn a_snapshot_records_how_long_writing_it_took() {
     let cluster = TestCluster::builder()
@@ -403,5 +404,10 @@ async fn a_snapshot_records_how_long_writing_it_took() {
     assert!(
         after.has_buckets("tickd_raft_snapshot_write_duration_seconds"),
         "a histogram with buckets"
+    );
+    // The log's memory is measured at each scrape: the entries just written sit in a memtable.
+    assert!(
+        after.value("tickd_raft_log_memory_bytes", &[("part", "memtables")]) > 0.0,
+        "the log's memtables hold the entries just written"
     );
 }
