@@ -13,8 +13,10 @@ use crate::clock::ClockId;
 
 /// Active clocks with an interval schedule, by their next instant to file.
 ///
-/// Each clock's key is kept beside the clock, in its cursor (`Cursor::due_at`): a map from
-/// clock to instant here cost another entry per clock, about 40 bytes.
+/// A clock's key is not kept anywhere else: the registry computes it from the clock, its
+/// cursor and the intent watermark (`Registry::due_key`), before and after a command changes
+/// them. A map from clock to instant here cost another entry per clock, about 40 bytes, and
+/// the key kept in the cursor 8.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct DueIndex {
     by_instant: BTreeSet<(u64, ClockId)>,

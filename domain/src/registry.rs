@@ -15,7 +15,6 @@
 //! ([`RegistrySnapshot::validate_for_restore`]) before it replaces anything.
 
 use std::collections::HashSet;
-use std::num::NonZeroU64;
 
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
@@ -636,47 +635,52 @@ impl Registry {
             dropped = dropped.saturating_add(lost);
         }
         self.note_dropped(level, &clock.id, dropped, now_ms);
-        self.reindex(&clock.id);
+        // A clock starts ticking new or resumed from a pause: either way out of the index.
+        self.reindex(&clock.id, None);
     }
 
     /// Rebuilds the due index for every clock (a loaded or restored registry), from nothing:
     /// a ledger that comes from elsewhere may carry instants of an index that is not this one.
     fn reindex_all(&mut self) {
         self.due = DueIndex::default();
-        shared_map::update_each(&mut self.ledger.cursors, |cursor| cursor.due_at = None);
         let mut ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
         // Clocks of one schedule share their next instant; in id order they would fill the
         // index's nodes by half (see `shared_map`).
         shared_map::scramble(&mut ids);
         for id in &ids {
-            self.reindex(id);
+            self.reindex(id, None);
         }
     }
 
-    /// Puts a clock in its place in the due index: under the first instant after the later of
-    /// the intent watermark and its cursor, if it is active and has one; out of the index
-    /// otherwise. Every command that changes one of those calls it for the clock.
+    /// The instant the due index files a clock under, computed from the state: the first
+    /// instant of its schedule after the later of the intent watermark and its cursor, if it
+    /// is active and has a cursor; `None` (out of the index) otherwise.
     ///
-    /// Only a clock with a cursor is indexed, and its cursor keeps the instant it is filed
-    /// under; a clock's cursor outlives its place in the index (a purge takes it out of the
-    /// index before it forgets the cursor).
-    fn reindex(&mut self, id: &ClockId) {
-        let active = self
+    /// The index holds each clock under exactly this key, so a command finds a clock's entry by
+    /// computing the key before it changes what the key is made of (the clock's status, its
+    /// cursor, the watermark), and [`reindex`](Self::reindex) moves it after. Nothing stores
+    /// the key beside the clock: it cost every cursor 8 bytes. An intent moves the watermark
+    /// for every clock, but only the keys at or before its end change (a clock with no instant
+    /// in the window keeps its next one), and those are the clocks it visits.
+    fn due_key(&self, id: &ClockId) -> Option<u64> {
+        let clock = self
             .clocks
             .get(id)
-            .filter(|clock| clock.status == ClockStatus::Active);
-        let Some(cursor) = self.ledger.cursors.get_mut(id) else {
-            return;
-        };
-        let next = active
-            .and_then(|clock| {
-                let after = self.ledger.intended_through_ms.max(cursor.ticks_from_ms);
-                clock.schedule.next_instant_after(after)
-            })
-            .and_then(NonZeroU64::new);
-        let previous = std::mem::replace(&mut cursor.due_at, next);
-        self.due
-            .set(id, previous.map(NonZeroU64::get), next.map(NonZeroU64::get));
+            .filter(|clock| clock.status == ClockStatus::Active)?;
+        let cursor = self.ledger.cursors.get(id)?;
+        let after = self.ledger.intended_through_ms.max(cursor.ticks_from_ms);
+        clock
+            .schedule
+            .next_instant_after(after)
+            .filter(|instant| *instant != 0)
+    }
+
+    /// Moves a clock in the due index from `previous`, the key it was filed under before the
+    /// command changed it (see [`due_key`](Self::due_key)), to its key now. Every command that
+    /// changes a clock's status, its cursor or the watermark calls it for the clock.
+    fn reindex(&mut self, id: &ClockId, previous: Option<u64>) {
+        let next = self.due_key(id);
+        self.due.set(id, previous, next);
     }
 
     /// Counts ticks a command dropped from a clock's full http queue.
@@ -693,13 +697,14 @@ impl Registry {
     }
 
     fn pause(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+        let previous = self.due_key(id);
         let Some(clock) = self.clocks.get_mut(id) else {
             return Outcome::NotFound;
         };
         clock.status = ClockStatus::Paused;
         self.stamp = ClocksStamp::fresh();
         let clock = clock.clone();
-        self.reindex(id);
+        self.reindex(id, previous);
         // Scheduled ticks filed ahead of their instant are withdrawn: none due after the
         // pause is delivered. Manual ticks stay.
         let withdrawn = |tick: &Tick| &tick.clock == id && !tick.manual && tick.due_at_ms > now_ms;
@@ -800,6 +805,9 @@ impl Registry {
         if intent.through_ms <= self.ledger.intended_through_ms {
             return filed;
         }
+        // Their keys before the watermark moves: filing changes neither a clock's status nor
+        // its cursor, the watermark does.
+        let previous: Vec<Option<u64>> = clocks.iter().map(|id| self.due_key(id)).collect();
         let keeps_stats = level.keeps_tick_stats();
         for id in clocks {
             let Some(clock) = self.clocks.get(id) else {
@@ -818,8 +826,8 @@ impl Registry {
             filed.dropped = filed.dropped.saturating_add(missed.dropped);
         }
         self.ledger.intended_through_ms = intent.through_ms;
-        for id in clocks {
-            self.reindex(id);
+        for (id, previous) in clocks.iter().zip(previous) {
+            self.reindex(id, previous);
         }
         let counters = &mut self.ledger.counters;
         counters.late = counters.late.saturating_add(filed.late);
@@ -852,6 +860,7 @@ impl Registry {
         let mut queues = Vec::new();
         let mut schedules = Vec::new();
         for id in ids {
+            let previous = self.due_key(&id);
             let Some(clock) = self.clocks.get(&id) else {
                 continue;
             };
@@ -867,7 +876,7 @@ impl Registry {
                 schedules.push(removed.schedule);
                 self.stamp = ClocksStamp::fresh();
             }
-            self.reindex(&id);
+            self.reindex(&id, previous);
             purged.push(id);
         }
         let forgotten: HashSet<&ClockId> = purged.iter().collect();

@@ -41,7 +41,6 @@
 //!   refused, never an overflow.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::num::NonZeroU64;
 
 use serde::{Deserialize, Serialize};
 
@@ -267,10 +266,6 @@ pub struct Cursor {
     /// What became of the clock's ticks (absent from snapshots of v0.1.0, and while empty).
     #[serde(default, skip_serializing_if = "StatsSlot::is_empty")]
     pub stats: StatsSlot,
-    /// The instant the registry's due index files the clock under, if it does. Derived like
-    /// the index: never serialized, set again when a registry is loaded.
-    #[serde(skip)]
-    pub(crate) due_at: Option<NonZeroU64>,
 }
 
 impl Cursor {
@@ -280,7 +275,6 @@ impl Cursor {
             ticks_from_ms: now_ms,
             last_activity_ms: now_ms,
             stats: StatsSlot::default(),
-            due_at: None,
         }
     }
 }
