@@ -1,8 +1,9 @@
 //! What the Raft log's RocksDB holds in memory, for the node's metrics.
 //!
 //! A node's resident memory is mostly the replicated state, but not only: RocksDB keeps each
-//! column family's memtables (up to two of 4 MiB each) and the 4 MiB block cache they share. Without these figures an operator reading a node's memory could not tell
-//! the log's part from the state's.
+//! column family's memtables (the entries written since its last flush: up to two of 4 MiB
+//! for the log) and the 4 MiB block cache they share. Without these figures an operator
+//! reading a node's memory could not tell the log's part from the state's.
 
 use std::sync::Arc;
 
