@@ -661,7 +661,9 @@ impl Registry {
     /// cursor, the watermark), and [`reindex`](Self::reindex) moves it after. Nothing stores
     /// the key beside the clock: it cost every cursor 8 bytes. An intent moves the watermark
     /// for every clock, but only the keys at or before its end change (a clock with no instant
-    /// in the window keeps its next one), and those are the clocks it visits.
+    /// in the window keeps its next one), and those are the clocks it visits. One exception,
+    /// kept as it was: a clock a snapshot holds as `pending` turns active when resumed without
+    /// being indexed (only a resume from a pause starts a clock ticking).
     fn due_key(&self, id: &ClockId) -> Option<u64> {
         let clock = self
             .clocks
