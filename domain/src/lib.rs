@@ -37,7 +37,7 @@
 //! - **One clock per (name, schedule literal) pair**, whatever the number of
 //!   concurrent registrations: the first applied creates it, the others join
 //!   it.
-//! - **Deterministic order.** Clocks are kept in an ordered map by id, so lists
+//! - **Deterministic order.** Clocks are kept in an ordered set by id, so lists
 //!   and snapshots come out in the same order on every node.
 //! - **Cheap images.** The replicated maps are persistent ([`SharedMap`]): an image of the
 //!   registry ([`Registry::image`]) costs O(1) and stays as it was while the registry goes
@@ -61,11 +61,13 @@ mod due_index;
 mod excerpt;
 mod filter;
 mod key_hash;
+mod ledger_snapshot;
 pub mod level;
 mod literals;
 mod load;
 mod pair_index;
 mod queue_index;
+mod records;
 mod registry;
 mod restore;
 mod schedule;
@@ -82,7 +84,9 @@ pub use clocks_stamp::ClocksStamp;
 pub use compact_id::IdText;
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
+pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
+pub use records::ClockRecords;
 pub use registry::{Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError};
 pub use restore::RestoreError;
 pub use schedule::{

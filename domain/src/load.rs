@@ -7,27 +7,36 @@
 //! inserted as it comes, fills the clock map's nodes by half (see [`crate::shared_map`]);
 //! each chunk is inserted in a scrambled order, so the nodes fill as registrations fill them.
 //!
+//! The cursors (`ledger.cursors`, after the clocks in every snapshot this release writes) go
+//! into their clocks' records as they are read ([`CursorSink`]): no map of them is built. One
+//! that comes before its clock waits until the clocks are in; one whose clock is not in the
+//! snapshot is dropped, as it could never be used (a restore refuses a backup that has one).
+//!
 //! A restore's [`crate::RegistrySnapshot`], which is a list already (it is checked as one
 //! before it is applied), goes through the same [`Loader`], for the same order.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::clock::Clock;
+use crate::clock::{Clock, ClockId};
+use crate::ledger_snapshot::{CursorSink, LedgerSeed};
 use crate::registry::{Registry, SnapshotError};
 use crate::shared_map;
-use crate::ticks::TickLedger;
+use crate::ticks::{Cursor, TickLedger};
 
 /// How many clocks are read before they are inserted: one run of the scramble, and a chunk that
 /// weighs nothing (320 KiB).
 const CHUNK: usize = shared_map::SCRAMBLE_RUN;
 
-/// A registry being loaded: the clocks read so far, and the chunk not yet inserted.
+/// A registry being loaded: the clocks read so far, the chunk not yet inserted, and the
+/// cursors read before their clocks.
 pub(crate) struct Loader {
     registry: Registry,
     chunk: Vec<Clock>,
+    early_cursors: BTreeMap<ClockId, Cursor>,
 }
 
 impl Loader {
@@ -35,6 +44,7 @@ impl Loader {
         Loader {
             registry: Registry::default(),
             chunk: Vec::with_capacity(CHUNK),
+            early_cursors: BTreeMap::new(),
         }
     }
 
@@ -50,6 +60,9 @@ impl Loader {
     /// The registry of the clocks taken and `ledger`, indexed.
     pub(crate) fn finish(mut self, ledger: TickLedger) -> Result<Registry, SnapshotError> {
         self.insert_chunk()?;
+        for (id, cursor) in std::mem::take(&mut self.early_cursors) {
+            self.registry.attach_cursor(&id, cursor);
+        }
         Ok(self.registry.loaded(ledger))
     }
 
@@ -57,6 +70,17 @@ impl Loader {
         shared_map::scramble(&mut self.chunk);
         for clock in self.chunk.drain(..) {
             self.registry.load_clock(clock)?;
+        }
+        Ok(())
+    }
+}
+
+impl CursorSink for Loader {
+    /// Puts the cursor in its clock's record; the clocks read so far are inserted first.
+    fn receive(&mut self, id: ClockId, cursor: Cursor) -> Result<(), SnapshotError> {
+        self.insert_chunk()?;
+        if let Some(early) = self.registry.attach_cursor(&id, cursor) {
+            self.early_cursors.insert(id, early);
         }
         Ok(())
     }
@@ -95,7 +119,7 @@ impl<'de> Visitor<'de> for RegistryVisitor {
                 Field::Ledger if ledger.is_some() => {
                     return Err(de::Error::duplicate_field("ledger"));
                 }
-                Field::Ledger => ledger = Some(map.next_value::<TickLedger>()?),
+                Field::Ledger => ledger = Some(map.next_value_seed(LedgerSeed(&mut loader))?),
                 Field::Other => {
                     map.next_value::<de::IgnoredAny>()?;
                 }
@@ -205,6 +229,59 @@ mod tests {
         assert_eq!(loaded, registry);
         let snapshot: RegistrySnapshot = serde_json::from_slice(&json).expect("a snapshot");
         assert_eq!(Registry::try_from(snapshot), Ok(registry));
+    }
+
+    #[test]
+    fn cursors_read_before_their_clocks_reach_them() {
+        // A snapshot written by hand (or by another serializer) may put the ledger first:
+        // every cursor then arrives before its clock and must still end in its record.
+        let registry = registry_of(CHUNK + 5);
+        let value = serde_json::to_value(&registry).expect("serializes");
+        let ledger_first = format!(
+            r#"{{"ledger": {}, "clocks": {}}}"#,
+            value["ledger"], value["clocks"]
+        );
+        let loaded: Registry = serde_json::from_str(&ledger_first).expect("loads");
+        assert_eq!(
+            loaded, registry,
+            "cursors, statistics and the due index as they were"
+        );
+        assert!(
+            loaded
+                .clocks_with_cursors()
+                .all(|(_, cursor)| cursor.is_some())
+        );
+    }
+
+    #[test]
+    fn a_cursor_of_no_clock_is_dropped_and_none_is_made_up() {
+        let registry = registry_of(2);
+        let mut value = serde_json::to_value(&registry).expect("serializes");
+        let ids: Vec<String> = registry
+            .clocks()
+            .map(|clock| clock.id.to_string())
+            .collect();
+        let cursors = value["ledger"]["cursors"]
+            .as_object_mut()
+            .expect("a map of cursors");
+        let kept = cursors.remove(&ids[0]).expect("the first clock's cursor");
+        cursors.insert("ffffffffffffffffffffffffffffffff".into(), kept);
+        let loaded: Registry = serde_json::from_value(value).expect("loads");
+        assert_eq!(loaded.len(), 2, "both clocks, and no third");
+        let first = ClockId::new(ids[0].clone());
+        assert!(
+            loaded.cursor(&first).is_none(),
+            "the first clock lost its cursor"
+        );
+        assert!(loaded.cursor(&ClockId::new(ids[1].clone())).is_some());
+        let again = serde_json::to_value(&loaded).expect("serializes");
+        assert_eq!(
+            again["ledger"]["cursors"]
+                .as_object()
+                .map(|cursors| cursors.keys().cloned().collect::<Vec<_>>()),
+            Some(vec![ids[1].clone()]),
+            "the stray cursor is gone, and no cursor was made up for the first clock"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::ops::RangeInclusive;
 
 use crate::clock::{Clock, ClockId};
 use crate::key_hash::key_hash;
-use crate::shared_map::SharedMap;
+use crate::records::ClockRecords;
 
 /// The bits of a key that come from the literal's hash; the rest come from the name's.
 const LITERAL_BITS: u32 = 16;
@@ -43,7 +43,7 @@ impl PairIndex {
     /// The clock of `clocks` whose pair is (`name`, `literal`), if any.
     pub(crate) fn find<'a>(
         &self,
-        clocks: &'a SharedMap<ClockId, Clock>,
+        clocks: &'a ClockRecords,
         name: &str,
         literal: &str,
     ) -> Option<&'a Clock> {
@@ -55,7 +55,7 @@ impl PairIndex {
     /// The clocks of `clocks` named `name`, in no particular order.
     pub(crate) fn named<'a>(
         &'a self,
-        clocks: &'a SharedMap<ClockId, Clock>,
+        clocks: &'a ClockRecords,
         name: &'a str,
     ) -> impl Iterator<Item = &'a Clock> + 'a {
         let first = pair_key(name, "") & !LITERAL_MASK;
@@ -66,7 +66,7 @@ impl PairIndex {
     /// The clocks filed under the keys of `keys`.
     fn candidates<'a>(
         &self,
-        clocks: &'a SharedMap<ClockId, Clock>,
+        clocks: &'a ClockRecords,
         keys: RangeInclusive<u64>,
     ) -> impl Iterator<Item = &'a Clock> {
         let (first, last) = keys.into_inner();
@@ -110,8 +110,8 @@ mod tests {
     }
 
     /// The clocks by id, as the registry keeps them.
-    fn by_id<const N: usize>(clocks: [Clock; N]) -> SharedMap<ClockId, Clock> {
-        clocks.into_iter().map(|c| (c.id.clone(), c)).collect()
+    fn by_id<const N: usize>(clocks: [Clock; N]) -> ClockRecords {
+        clocks.into_iter().collect()
     }
 
     /// The ids of `clocks`, in the order they come.
@@ -119,12 +119,12 @@ mod tests {
         clocks.map(|c| c.id.to_string()).collect()
     }
 
-    fn indexed(clocks: &[Clock]) -> (SharedMap<ClockId, Clock>, PairIndex) {
+    fn indexed(clocks: &[Clock]) -> (ClockRecords, PairIndex) {
         let mut index = PairIndex::default();
         for clock in clocks {
             index.insert(clock);
         }
-        let by_id = clocks.iter().map(|c| (c.id.clone(), c.clone())).collect();
+        let by_id = clocks.iter().cloned().collect();
         (by_id, index)
     }
 

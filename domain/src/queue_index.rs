@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use crate::clock::{Channel, Clock, ClockId, QueueId};
 use crate::key_hash::key_hash;
-use crate::shared_map::SharedMap;
+use crate::records::ClockRecords;
 
 /// Clock ids by the hash of their http queue's id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,11 +29,7 @@ impl QueueIndex {
     }
 
     /// The clock of `clocks` whose http queue is `queue`, if any.
-    pub(crate) fn find<'a>(
-        &self,
-        clocks: &'a SharedMap<ClockId, Clock>,
-        queue: &QueueId,
-    ) -> Option<&'a Clock> {
+    pub(crate) fn find<'a>(&self, clocks: &'a ClockRecords, queue: &QueueId) -> Option<&'a Clock> {
         let key = key_hash(queue);
         self.entries
             .range((key, ClockId::new(String::new()))..)
@@ -65,8 +61,8 @@ mod tests {
         QueueId::new(id.to_owned())
     }
 
-    fn by_id(clocks: Vec<Clock>) -> SharedMap<ClockId, Clock> {
-        clocks.into_iter().map(|c| (c.id.clone(), c)).collect()
+    fn by_id(clocks: Vec<Clock>) -> ClockRecords {
+        clocks.into_iter().collect()
     }
 
     #[test]

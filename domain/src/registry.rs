@@ -23,14 +23,17 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name}
 use crate::clocks_stamp::ClocksStamp;
 use crate::due_index::DueIndex;
 use crate::filter::ClockFilter;
+use crate::ledger_snapshot::CursorSink;
+use crate::ledger_snapshot::{LedgerSnapshot, LedgerView};
 use crate::level::{Level, Levels};
 use crate::literals::Literals;
 use crate::load::Loader;
 use crate::pair_index::PairIndex;
 use crate::queue_index::QueueIndex;
+use crate::records::ClockRecords;
 use crate::schedule::Schedule;
 use crate::selection::Selection;
-use crate::shared_map::{self, SharedMap};
+use crate::shared_map;
 use crate::ticks::{
     Cursor, Destination, Filed, Intent, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId,
     TickLedger,
@@ -285,8 +288,8 @@ pub enum SnapshotError {
 pub struct RegistrySnapshot {
     /// Every clock, ordered by id.
     pub clocks: Vec<Clock>,
-    /// Committed and undelivered ticks.
-    pub ledger: TickLedger,
+    /// Committed and undelivered ticks, and the clocks' cursors.
+    pub ledger: LedgerSnapshot,
 }
 
 /// All clocks of the cluster and their committed ticks: the state that the Raft state
@@ -300,9 +303,10 @@ pub struct RegistrySnapshot {
 /// (`crate::load`).
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
-    /// The clocks by id; ordered, so that iteration, listing and snapshots have one order on
-    /// every node, and persistent, so that an [`image`](Self::image) of them costs nothing.
-    clocks: SharedMap<ClockId, Clock>,
+    /// The clocks with their cursors, by id; ordered, so that iteration, listing and
+    /// snapshots have one order on every node, and persistent, so that an
+    /// [`image`](Self::image) of them costs nothing.
+    clocks: ClockRecords,
     /// The id of the clock for each (name, schedule literal) pair, so that a
     /// registration joins the existing clock.
     by_pair: PairIndex,
@@ -331,7 +335,7 @@ impl PartialEq for Registry {
             literals,
             stamp: _,
         } = self;
-        *clocks == other.clocks
+        clocks.same_as(&other.clocks)
             && *by_pair == other.by_pair
             && *by_queue == other.by_queue
             && *due == other.due
@@ -382,10 +386,9 @@ impl Registry {
             } => self.pop(level, &queue, now_ms, request),
             Command::Touch { queues, now_ms } => {
                 for queue in &queues {
-                    let clock = self.by_queue.find(&self.clocks, queue);
-                    let cursor = clock.and_then(|clock| self.ledger.cursors.get_mut(&clock.id));
-                    if let Some(cursor) = cursor {
-                        cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+                    if let Some(clock) = self.by_queue.find(&self.clocks, queue) {
+                        let id = clock.id.clone();
+                        self.note_activity(&id, now_ms);
                     }
                 }
                 Outcome::Touched
@@ -423,17 +426,16 @@ impl Registry {
             return Outcome::NotFound;
         };
         let ledger = &mut self.ledger;
-        if let Some(cursor) = ledger.cursors.get_mut(&clock.id) {
-            cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
-        }
         let retried = ledger
             .pop_replays
             .get(queue)
             .is_some_and(|replay| replay.request == request);
         let popped = ledger.pop_due(clock, queue, now_ms, request, level.max_pop_ticks());
+        let id = clock.id.clone();
+        self.note_activity(&id, now_ms);
         if level.keeps_tick_stats() && !retried {
             for tick in &popped {
-                ledger.note_delivered(tick, now_ms);
+                self.note_delivered(tick, now_ms);
             }
         }
         Outcome::Popped(popped)
@@ -457,7 +459,7 @@ impl Registry {
             count = count.saturating_add(1);
             let delivered_at = published.as_ref().and_then(|all| all.get(index).copied());
             if let Some(Some(delivered_at_ms)) = delivered_at {
-                self.ledger.note_delivered(&tick, delivered_at_ms);
+                self.note_delivered(&tick, delivered_at_ms);
             }
         }
         Outcome::Confirmed { count }
@@ -496,6 +498,10 @@ impl Registry {
                 };
             }
         };
+        // Every restored clock counts as used now (see `Command::Restore`).
+        restored.clocks.modify_each_cursor(|cursor| {
+            cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+        });
         let ledger = &mut restored.ledger;
         // The later watermark wins: instants this cluster's leader already intended (with no
         // clocks to file them for) are not filed again, so no restored clock ticks twice for
@@ -508,9 +514,6 @@ impl Registry {
         ledger.counters.absorb(&self.ledger.counters);
         // The series describes this cluster's last minutes, not the backed-up one's.
         ledger.series = std::mem::take(&mut self.ledger.series);
-        shared_map::update_each(&mut ledger.cursors, |cursor| {
-            cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
-        });
         if level.bounds_commands() {
             Self::fit_restored_queues(ledger, self.ledger.queue_limit);
         }
@@ -562,9 +565,7 @@ impl Registry {
         }
         if let Some(clock) = self.find(&name, &schedule) {
             let clock = clock.clone();
-            if let Some(cursor) = self.ledger.cursors.get_mut(&clock.id) {
-                cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
-            }
+            self.note_activity(&clock.id, now_ms);
             return Outcome::Registered {
                 clock,
                 created: false,
@@ -573,7 +574,7 @@ impl Registry {
         if u64::try_from(self.clocks.len()).unwrap_or(u64::MAX) >= max_clocks {
             return Outcome::LimitReached { max_clocks };
         }
-        if self.clocks.contains_key(&id) {
+        if self.clocks.contains(&id) {
             // Random ids should not collide; if they do, overwriting would
             // destroy another clock, so the proposer must retry with a new id.
             return Outcome::Rejected {
@@ -596,7 +597,7 @@ impl Registry {
             status: ClockStatus::Active,
             channel,
         };
-        self.insert(clock.clone());
+        self.insert(clock.clone(), Some(Cursor::starting(now_ms)));
         self.start_ticking(level, &clock, now_ms);
         Outcome::Registered {
             clock,
@@ -604,9 +605,10 @@ impl Registry {
         }
     }
 
-    /// Starts (or restarts) a clock's scheduled ticks after `now_ms`. Instants that the
-    /// leader's intents already cover are filed at once, so the clock does not miss its
-    /// first tick because the intent watermark was ahead of the registration.
+    /// Starts (or restarts) a clock's scheduled ticks after `now_ms`, once the caller has set
+    /// its cursor to start there. Instants that the leader's intents already cover are filed
+    /// at once, so the clock does not miss its first tick because the intent watermark was
+    /// ahead of the registration.
     ///
     /// Only the last [`MAX_LOOKAHEAD_MS`] before the watermark can be covered (intents reach
     /// no further ahead), so a command whose `now_ms` lies far behind the watermark files at
@@ -620,14 +622,6 @@ impl Registry {
             (now_ms, u64::MAX)
         };
         let covered: Vec<u64> = clock.schedule.instants_in(from, through).collect();
-        // A resumed clock keeps its statistics.
-        let cursor = self
-            .ledger
-            .cursors
-            .entry(clock.id.clone())
-            .or_insert_with(|| Cursor::starting(now_ms));
-        cursor.ticks_from_ms = now_ms;
-        cursor.last_activity_ms = now_ms;
         let mut dropped = 0u64;
         for instant in covered {
             let tick = scheduled_tick(clock, instant);
@@ -643,7 +637,7 @@ impl Registry {
     /// a ledger that comes from elsewhere may carry instants of an index that is not this one.
     fn reindex_all(&mut self) {
         self.due = DueIndex::default();
-        let mut ids: Vec<ClockId> = self.clocks.keys().cloned().collect();
+        let mut ids: Vec<ClockId> = self.clocks.clocks().map(|clock| clock.id.clone()).collect();
         // Clocks of one schedule share their next instant; in id order they would fill the
         // index's nodes by half (see `shared_map`).
         shared_map::scramble(&mut ids);
@@ -665,11 +659,8 @@ impl Registry {
     /// kept as it was: a clock a snapshot holds as `pending` turns active when resumed without
     /// being indexed (only a resume from a pause starts a clock ticking).
     fn due_key(&self, id: &ClockId) -> Option<u64> {
-        let clock = self
-            .clocks
-            .get(id)
-            .filter(|clock| clock.status == ClockStatus::Active)?;
-        let cursor = self.ledger.cursors.get(id)?;
+        let (clock, cursor) = self.clocks.with_cursor(id)?;
+        let cursor = cursor.filter(|_| clock.status == ClockStatus::Active)?;
         let after = self.ledger.intended_through_ms.max(cursor.ticks_from_ms);
         clock
             .schedule
@@ -694,18 +685,48 @@ impl Registry {
             dropped,
             ..Filed::default()
         };
-        self.ledger.note_missed(clock, &missed);
+        self.note_missed(clock, &missed);
         self.ledger.note_missed_at(at_ms, &missed);
+    }
+
+    /// Adds to a clock's counts of late, coalesced and dropped ticks. Nothing to add leaves
+    /// the record where it is (an intent notes every clock it visits, most with nothing).
+    fn note_missed(&mut self, clock: &ClockId, missed: &Filed) {
+        if missed.late == 0 && missed.coalesced == 0 && missed.dropped == 0 {
+            return;
+        }
+        self.clocks.modify_cursor(clock, |cursor| {
+            cursor
+                .stats
+                .missed(missed.late, missed.coalesced, missed.dropped);
+        });
+    }
+
+    /// Records a delivered tick (handed to the broker, or popped at `delivered_at_ms`) in the
+    /// series and in its clock's statistics.
+    fn note_delivered(&mut self, tick: &Tick, delivered_at_ms: u64) {
+        let delivery = self.ledger.note_delivered(tick, delivered_at_ms);
+        self.clocks
+            .modify_cursor(&tick.clock, |cursor| cursor.stats.delivered(delivery));
+    }
+
+    /// A consumer showed interest in the clock at `now_ms` (a registration, a poll): it is not
+    /// abandoned.
+    fn note_activity(&mut self, id: &ClockId, now_ms: u64) {
+        self.clocks.modify_cursor(id, |cursor| {
+            cursor.last_activity_ms = cursor.last_activity_ms.max(now_ms);
+        });
     }
 
     fn pause(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
         let previous = self.due_key(id);
-        let Some(clock) = self.clocks.get_mut(id) else {
+        let paused = self
+            .clocks
+            .modify(id, |record| *record.status = ClockStatus::Paused);
+        let (Some(()), Some(clock)) = (paused, self.clocks.get(id).cloned()) else {
             return Outcome::NotFound;
         };
-        clock.status = ClockStatus::Paused;
         self.stamp = ClocksStamp::fresh();
-        let clock = clock.clone();
         self.reindex(id, previous);
         // Scheduled ticks filed ahead of their instant are withdrawn: none due after the
         // pause is delivered. Manual ticks stay.
@@ -720,13 +741,23 @@ impl Registry {
     }
 
     fn resume(&mut self, level: Level, id: &ClockId, now_ms: u64) -> Outcome {
-        let Some(clock) = self.clocks.get_mut(id) else {
+        // A resumed clock starts afresh after `now_ms` and keeps its statistics.
+        let resumed = self.clocks.modify(id, |record| {
+            let was_paused = *record.status == ClockStatus::Paused;
+            *record.status = ClockStatus::Active;
+            if was_paused {
+                let cursor = record
+                    .cursor
+                    .get_or_insert_with(|| Cursor::starting(now_ms));
+                cursor.ticks_from_ms = now_ms;
+                cursor.last_activity_ms = now_ms;
+            }
+            was_paused
+        });
+        let (Some(was_paused), Some(clock)) = (resumed, self.clocks.get(id).cloned()) else {
             return Outcome::NotFound;
         };
-        let was_paused = clock.status == ClockStatus::Paused;
-        clock.status = ClockStatus::Active;
         self.stamp = ClocksStamp::fresh();
-        let clock = clock.clone();
         if was_paused {
             self.start_ticking(level, &clock, now_ms);
         }
@@ -812,15 +843,15 @@ impl Registry {
         let previous: Vec<Option<u64>> = clocks.iter().map(|id| self.due_key(id)).collect();
         let keeps_stats = level.keeps_tick_stats();
         for id in clocks {
-            let Some(clock) = self.clocks.get(id) else {
+            let Some((clock, Some(cursor))) = self.clocks.with_cursor(id) else {
                 continue;
             };
             if clock.status != ClockStatus::Active {
                 continue;
             }
-            let missed = file_due_ticks(clock, &mut self.ledger, intent);
+            let missed = file_due_ticks(clock, cursor, &mut self.ledger, intent);
             if keeps_stats {
-                self.ledger.note_missed(&clock.id, &missed);
+                self.note_missed(id, &missed);
             }
             filed.ticks = filed.ticks.saturating_add(missed.ticks);
             filed.late = filed.late.saturating_add(missed.late);
@@ -845,7 +876,7 @@ impl Registry {
                 ..Filed::default()
             };
             for clock in &coalesced {
-                self.ledger.note_missed(clock, &one);
+                self.note_missed(clock, &one);
             }
             self.ledger.note_missed_at(intent.now_ms, &filed);
         }
@@ -890,15 +921,15 @@ impl Registry {
         purged
     }
 
-    /// Stores a clock and indexes it; the caller has checked that neither its
+    /// Stores a clock with its cursor and indexes it; the caller has checked that neither its
     /// id nor its pair is taken.
-    fn insert(&mut self, mut clock: Clock) {
+    fn insert(&mut self, mut clock: Clock, cursor: Option<Cursor>) {
         clock.schedule = self.literals.share(clock.schedule);
         self.by_pair.insert(&clock);
         if let Channel::Http { queue_id } = &clock.channel {
             self.by_queue.insert(queue_id, &clock.id);
         }
-        self.clocks.insert(clock.id.clone(), clock);
+        self.clocks.insert(clock, cursor);
         self.stamp = ClocksStamp::fresh();
     }
 
@@ -919,7 +950,18 @@ impl Registry {
 
     /// Every clock, ordered by id (the same order on every node).
     pub fn clocks(&self) -> impl Iterator<Item = &Clock> {
-        self.clocks.values()
+        self.clocks.clocks()
+    }
+
+    /// Every clock with its cursor, ordered by id.
+    pub fn clocks_with_cursors(&self) -> impl Iterator<Item = (&Clock, Option<&Cursor>)> {
+        self.clocks.with_cursors()
+    }
+
+    /// The cursor of the clock with this id: when its ticks start, when it was last used, and
+    /// what became of its ticks.
+    pub fn cursor(&self, id: &ClockId) -> Option<&Cursor> {
+        self.clocks.cursor(id)
     }
 
     /// The clock registered for the exact (name, schedule literal) pair, so a
@@ -963,10 +1005,12 @@ impl Registry {
 /// Files the ticks of one active clock that fall due in `intent`'s window, and says what it
 /// filed: the ticks, those late, those coalesced into a later one, and those its full http
 /// queue dropped.
-fn file_due_ticks(clock: &Clock, ledger: &mut TickLedger, intent: &Intent) -> Filed {
-    let Some(cursor) = ledger.cursors.get(&clock.id) else {
-        return Filed::default();
-    };
+fn file_due_ticks(
+    clock: &Clock,
+    cursor: &Cursor,
+    ledger: &mut TickLedger,
+    intent: &Intent,
+) -> Filed {
     let (instants, coalesced) = ledger.due_instants(&clock.schedule, cursor, intent);
     let mut filed = Filed {
         coalesced,
@@ -1007,7 +1051,10 @@ impl TryFrom<RegistrySnapshot> for Registry {
         for clock in snapshot.clocks {
             loader.push(clock)?;
         }
-        loader.finish(snapshot.ledger)
+        for (id, cursor) in snapshot.ledger.cursors {
+            loader.receive(id, cursor)?;
+        }
+        loader.finish(snapshot.ledger.ticks)
     }
 }
 
@@ -1015,7 +1062,7 @@ impl Registry {
     /// Adds a clock of a snapshot being loaded ([`Loader`]), refusing one whose id or pair
     /// another clock already has.
     pub(crate) fn load_clock(&mut self, clock: Clock) -> Result<(), SnapshotError> {
-        if self.clocks.contains_key(&clock.id) {
+        if self.clocks.contains(&clock.id) {
             return Err(SnapshotError::DuplicateId { id: clock.id });
         }
         if let Some(first) = self.find(&clock.name, &clock.schedule) {
@@ -1026,8 +1073,19 @@ impl Registry {
                 schedule: clock.schedule,
             });
         }
-        self.insert(clock);
+        self.insert(clock, None);
         Ok(())
+    }
+
+    /// Gives a clock of a snapshot being loaded its cursor; hands the cursor back when no
+    /// clock has the id (yet).
+    pub(crate) fn attach_cursor(&mut self, id: &ClockId, cursor: Cursor) -> Option<Cursor> {
+        if !self.clocks.contains(id) {
+            return Some(cursor);
+        }
+        self.clocks
+            .modify(id, |record| *record.cursor = Some(cursor));
+        None
     }
 
     /// The loaded clocks with their `ledger`, the due index built from both.
@@ -1052,14 +1110,19 @@ impl Registry {
 /// event stream) do so without the state's lock, which every command waits for.
 #[derive(Clone, Debug)]
 pub struct RegistryImage {
-    clocks: SharedMap<ClockId, Clock>,
+    clocks: ClockRecords,
     ledger: TickLedger,
 }
 
 impl RegistryImage {
     /// The clocks, ordered by id.
     pub fn clocks(&self) -> impl Iterator<Item = &Clock> {
-        self.clocks.values()
+        self.clocks.clocks()
+    }
+
+    /// The cursor of the clock with this id.
+    pub fn cursor(&self, id: &ClockId) -> Option<&Cursor> {
+        self.clocks.cursor(id)
     }
 
     /// How many clocks there are.
@@ -1085,7 +1148,11 @@ impl Serialize for RegistryImage {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut snapshot = serializer.serialize_struct("RegistrySnapshot", 2)?;
         snapshot.serialize_field("clocks", &ClocksById(&self.clocks))?;
-        snapshot.serialize_field("ledger", &self.ledger)?;
+        let ledger = LedgerView {
+            ticks: &self.ledger,
+            cursors: CursorsById(&self.clocks),
+        };
+        snapshot.serialize_field("ledger", &ledger)?;
         snapshot.end()
     }
 }
@@ -1098,11 +1165,24 @@ impl Serialize for Registry {
 }
 
 /// The clocks as the snapshot lists them: ordered by id.
-struct ClocksById<'a>(&'a SharedMap<ClockId, Clock>);
+struct ClocksById<'a>(&'a ClockRecords);
 
 impl Serialize for ClocksById<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.values())
+        serializer.collect_seq(self.0.clocks())
+    }
+}
+
+/// The clocks' cursors as the snapshot's ledger lists them: a map by clock id.
+struct CursorsById<'a>(&'a ClockRecords);
+
+impl Serialize for CursorsById<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(
+            self.0
+                .with_cursors()
+                .filter_map(|(clock, cursor)| Some((&clock.id, cursor?))),
+        )
     }
 }
 
@@ -1110,8 +1190,15 @@ impl From<RegistryImage> for RegistrySnapshot {
     /// The snapshot form: the clocks ordered by id and the ledger; indexes are derived.
     fn from(image: RegistryImage) -> Self {
         RegistrySnapshot {
-            clocks: image.clocks.values().cloned().collect(),
-            ledger: image.ledger,
+            clocks: image.clocks.clocks().cloned().collect(),
+            ledger: LedgerSnapshot {
+                cursors: image
+                    .clocks
+                    .with_cursors()
+                    .filter_map(|(clock, cursor)| Some((clock.id.clone(), cursor?.clone())))
+                    .collect(),
+                ticks: image.ledger,
+            },
         }
     }
 }
@@ -1127,7 +1214,7 @@ mod tests {
     use super::*;
     use crate::clock::QueueId;
     use crate::stats::{ClockStats, Delivery, SeriesBucket};
-    use crate::ticks::{Filed, Intent, TickCounters, TickId, TickLedger};
+    use crate::ticks::{Filed, Intent, TickCounters, TickId};
 
     /// A generous limit for tests that are not about the limit.
     const NO_LIMIT: u64 = 1_000;
@@ -1580,7 +1667,7 @@ mod tests {
         };
         let mut registry = Registry::try_from(RegistrySnapshot {
             clocks: vec![pending],
-            ledger: TickLedger::default(),
+            ledger: LedgerSnapshot::default(),
         })?;
         create(&mut registry, "orders", "every.1.minute", "c3");
         create(&mut registry, "orders", "every.1.hour", "c1");
@@ -1984,7 +2071,7 @@ mod tests {
         let image = registry.image();
         assert!(
             image.clocks.ptr_eq(&registry.clocks)
-                && image.ledger.cursors.ptr_eq(&registry.ledger.cursors),
+                && image.ledger.outbox.ptr_eq(&registry.ledger.outbox),
             "an image shares the registry's maps: taking one copies nothing"
         );
 
@@ -2033,12 +2120,11 @@ mod tests {
         assert_eq!(outbox_ids(&target), outbox_ids(&source));
         // The later watermark wins, and restored clocks count as consumed at restore time.
         assert_eq!(target.ledger().intended_through_ms, 50_000);
+        assert_eq!(target.len(), source.len());
         assert!(
             target
-                .ledger()
-                .cursors
-                .values()
-                .all(|cursor| cursor.last_activity_ms == 50_000)
+                .clocks_with_cursors()
+                .all(|(_, cursor)| cursor.is_some_and(|cursor| cursor.last_activity_ms == 50_000))
         );
     }
 
@@ -2192,9 +2278,7 @@ mod tests {
 
     fn stats_of(registry: &Registry, clock: &str) -> ClockStats {
         registry
-            .ledger()
-            .cursors
-            .get(&id(clock))
+            .cursor(&id(clock))
             .map(|cursor| cursor.stats.get())
             .unwrap_or_else(|| panic!("clock {clock} has a cursor"))
     }
@@ -2278,7 +2362,10 @@ mod tests {
         registry.apply(Command::Purge {
             clocks: vec![id("ra"), id("hc")],
         });
-        assert!(registry.ledger().cursors.is_empty());
+        assert!(
+            registry.is_empty(),
+            "the clocks went, and their cursors with them"
+        );
         let series_before: Vec<SeriesBucket> =
             registry.ledger().series.buckets().copied().collect();
         let mut restored = Registry::new();
@@ -2452,8 +2539,8 @@ mod tests {
             }
         );
         assert_eq!(outbox_ids(&registry), ["rk-1000", "rk-2000"]);
-        assert!(!registry.ledger().cursors.contains_key(&id("rg")));
-        assert!(registry.ledger().cursors.contains_key(&id("rk")));
+        assert!(registry.cursor(&id("rg")).is_none());
+        assert!(registry.cursor(&id("rk")).is_some());
     }
 
     #[test]
@@ -2603,17 +2690,17 @@ mod tests {
     #[test]
     fn restore_refuses_watermarks_and_counters_no_cluster_reaches() {
         let mut snapshot: RegistrySnapshot = backed_up().into();
-        snapshot.ledger.intended_through_ms = u64::MAX;
+        snapshot.ledger.ticks.intended_through_ms = u64::MAX;
         let reason = refusal(snapshot);
         assert!(reason.starts_with("ledger.intended_through_ms is 18446744073709551615"));
         let mut snapshot: RegistrySnapshot = backed_up().into();
-        snapshot.ledger.intended_through_ms = 10_000 + MAX_LOOKAHEAD_MS;
+        snapshot.ledger.ticks.intended_through_ms = 10_000 + MAX_LOOKAHEAD_MS;
         assert!(
             snapshot.validate_for_restore(10_000).is_ok(),
             "the look-ahead itself is allowed"
         );
         let mut snapshot: RegistrySnapshot = backed_up().into();
-        snapshot.ledger.manual_sequence = u64::MAX;
+        snapshot.ledger.ticks.manual_sequence = u64::MAX;
         assert!(refusal(snapshot).starts_with("ledger.manual_sequence is 18446744073709551615"));
     }
 
@@ -2662,14 +2749,15 @@ mod tests {
         snapshot.ledger.cursors.remove(&id("ra"));
         assert!(refusal(snapshot).contains("ledger.cursors"));
         let mut snapshot: RegistrySnapshot = backed_up().into();
-        let first = snapshot.ledger.outbox.keys().next().cloned();
-        if let Some(tick) = first.and_then(|key| snapshot.ledger.outbox.get_mut(&key)) {
+        let first = snapshot.ledger.ticks.outbox.keys().next().cloned();
+        if let Some(tick) = first.and_then(|key| snapshot.ledger.ticks.outbox.get_mut(&key)) {
             tick.id = TickId::scheduled(&id("ra"), 1);
         }
         assert!(refusal(snapshot).starts_with("ledger.outbox: tick"));
         let mut snapshot: RegistrySnapshot = backed_up().into();
         snapshot
             .ledger
+            .ticks
             .queues
             .insert(queue_for("nobody"), Default::default());
         assert!(refusal(snapshot).starts_with("ledger.queues holds queue"));
@@ -2681,7 +2769,7 @@ mod tests {
             // A registry loaded from a Raft snapshot is not validated as a backup is: apply
             // must stay safe with any counter.
             let mut snapshot: RegistrySnapshot = backed_up().into();
-            snapshot.ledger.manual_sequence = last;
+            snapshot.ledger.ticks.manual_sequence = last;
             let mut registry = Registry::try_from(snapshot).unwrap_or_default();
             let before = registry.clone();
             let outcome = registry.apply(Command::Tick {

@@ -176,7 +176,8 @@ impl RegistrySnapshot {
                 });
             }
         }
-        let ledger = &self.ledger;
+        let cursors = &self.ledger.cursors;
+        let ledger = &self.ledger.ticks;
         if ledger.intended_through_ms > now_ms.saturating_add(MAX_LOOKAHEAD_MS) {
             return Err(RestoreError::Watermark {
                 found: ledger.intended_through_ms,
@@ -188,7 +189,7 @@ impl RegistrySnapshot {
                 found: ledger.manual_sequence,
             });
         }
-        if let Some(stray) = ledger.cursors.keys().find(|id| !by_id.contains_key(id)) {
+        if let Some(stray) = cursors.keys().find(|id| !by_id.contains_key(id)) {
             return Err(RestoreError::StrayCursor {
                 id: Excerpt::of(&stray.text()),
             });
@@ -196,7 +197,7 @@ impl RegistrySnapshot {
         if let Some(clock) = self
             .clocks
             .iter()
-            .find(|clock| !ledger.cursors.contains_key(&clock.id))
+            .find(|clock| !cursors.contains_key(&clock.id))
         {
             return Err(RestoreError::NoCursor {
                 id: clock.id.clone(),

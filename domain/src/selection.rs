@@ -1,12 +1,10 @@
 //! The clocks a list filter selects, held apart from the registry so that a read of many
 //! clocks walks them after the state's lock is released.
 
-use std::ops::Bound::{Excluded, Unbounded};
-
 use crate::clock::{Clock, ClockId};
 use crate::filter::ClockFilter;
 use crate::pair_index::PairIndex;
-use crate::shared_map::SharedMap;
+use crate::records::ClockRecords;
 
 /// The clocks a [`ClockFilter`] selects, taken from a [`Registry`](crate::Registry) with
 /// [`select`](crate::Registry::select) and unchanged by whatever is applied after.
@@ -27,16 +25,12 @@ enum Candidates {
     /// The clocks of the one name the filter asks for that match it, in id order.
     Named(Vec<Clock>),
     /// Every clock, by id; the filter is applied while walking.
-    All(SharedMap<ClockId, Clock>),
+    All(ClockRecords),
 }
 
 impl Selection {
     /// The selection of `filter` among `clocks`, whose name index is `by_pair`.
-    pub(crate) fn of(
-        filter: ClockFilter,
-        by_pair: &PairIndex,
-        clocks: &SharedMap<ClockId, Clock>,
-    ) -> Self {
+    pub(crate) fn of(filter: ClockFilter, by_pair: &PairIndex, clocks: &ClockRecords) -> Self {
         let candidates = match filter.name.as_ref().filter(|name| !name.negated) {
             Some(name) => {
                 let mut named: Vec<Clock> = by_pair
@@ -65,8 +59,7 @@ impl Selection {
             }
             Candidates::All(clocks) => Box::new(
                 clocks
-                    .range::<_, ClockId>((after.map_or(Unbounded, Excluded), Unbounded))
-                    .map(|(_, clock)| clock)
+                    .clocks_after(after)
                     .filter(|clock| self.filter.matches(clock)),
             ),
         }

@@ -17,7 +17,7 @@
 //! Nor has it a bulk load. Entries in key order (a snapshot's, a backup's) inserted one by one
 //! leave every node half full: a full node splits into two halves, and every later key goes to
 //! the right one, so the left stays half empty for good. Inserted in a scrambled order
-//! ([`insert_scrambled`]), nodes fill as they do under registrations in random id order (about 70 %).
+//! ([`scramble`]), nodes fill as they do under registrations in random id order (about 70 %).
 //! Measured at 200 000 clocks: a registry loaded from its snapshot held 606 bytes per clock,
 //! the same registry grown by registrations 389. The scrambling stays within runs of
 //! [`SCRAMBLE_RUN`] neighbouring entries: that fills the nodes as well, and the inserts of a run
@@ -60,23 +60,6 @@ where
     }
 }
 
-/// Inserts one run of entries into `map` in a scrambled order (see the module documentation),
-/// leaving `run` empty. A key given twice keeps its last value, as inserting in input order
-/// would: every replica of every release must read one command into one state.
-pub(crate) fn insert_scrambled<K, V>(map: &mut SharedMap<K, V>, run: &mut Vec<(K, V)>)
-where
-    K: Ord + Clone,
-    V: Clone,
-{
-    run.reverse();
-    run.sort_by(|a, b| a.0.cmp(&b.0));
-    run.dedup_by(|later, kept| later.0 == kept.0);
-    scramble(run);
-    for (key, value) in run.drain(..) {
-        map.insert(key, value);
-    }
-}
-
 /// How many neighbouring entries [`scramble`] shuffles among themselves: enough to fill the
 /// nodes their keys fall in (a leaf holds 16), few enough that those nodes stay in the cache.
 pub(crate) const SCRAMBLE_RUN: usize = 4_096;
@@ -96,57 +79,6 @@ pub(crate) fn scramble<T>(items: &mut [T]) {
             let pick = usize::try_from(state % bound).unwrap_or(last);
             run.swap(last, pick);
         }
-    }
-}
-
-/// Deserializes a map run by run, each run inserted as [`insert_scrambled`] inserts it: a map
-/// arrives in key order.
-pub(crate) mod scrambled_map {
-    use std::fmt;
-    use std::marker::PhantomData;
-
-    use serde::de::{MapAccess, Visitor};
-    use serde::{Deserialize, Deserializer};
-
-    use super::{SCRAMBLE_RUN, SharedMap, insert_scrambled};
-
-    pub(crate) fn deserialize<'de, D, K, V>(deserializer: D) -> Result<SharedMap<K, V>, D::Error>
-    where
-        D: Deserializer<'de>,
-        K: Deserialize<'de> + Ord + Clone,
-        V: Deserialize<'de> + Clone,
-    {
-        struct Entries<K, V>(PhantomData<(K, V)>);
-
-        impl<'de, K, V> Visitor<'de> for Entries<K, V>
-        where
-            K: Deserialize<'de> + Ord + Clone,
-            V: Deserialize<'de> + Clone,
-        {
-            type Value = SharedMap<K, V>;
-
-            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("a map")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                // Read and inserted one run at a time: the whole list never exists (at a
-                // million clocks' cursors it would be 48 MB, which the allocator keeps once
-                // freed). A key in two runs keeps the later run's value, inserted after.
-                let mut loaded = SharedMap::new();
-                let mut run: Vec<(K, V)> = Vec::with_capacity(SCRAMBLE_RUN);
-                while let Some(entry) = map.next_entry()? {
-                    run.push(entry);
-                    if run.len() >= SCRAMBLE_RUN {
-                        insert_scrambled(&mut loaded, &mut run);
-                    }
-                }
-                insert_scrambled(&mut loaded, &mut run);
-                Ok(loaded)
-            }
-        }
-
-        deserializer.deserialize_map(Entries(PhantomData))
     }
 }
 
@@ -202,47 +134,5 @@ mod tests {
         let mut one = vec![7];
         scramble(&mut one);
         assert_eq!(one, [7]);
-    }
-
-    /// Deserializes `json` as a scrambled map.
-    fn scrambled_from(json: &str) -> SharedMap<u32, u32> {
-        let mut deserializer = serde_json::Deserializer::from_str(json);
-        scrambled_map::deserialize(&mut deserializer).expect("deserializes")
-    }
-
-    #[test]
-    fn a_scrambled_map_holds_exactly_its_entries_in_key_order() {
-        // More than two runs, the last one short.
-        let count = u32::try_from(2 * SCRAMBLE_RUN + 500).expect("a small count");
-        let entries: Vec<(u32, u32)> = (0..count).map(|n| (n, n * 10)).collect();
-        let mut map = SharedMap::new();
-        let mut run = entries.clone();
-        insert_scrambled(&mut map, &mut run);
-        assert!(run.is_empty(), "the run is drained");
-        let read: Vec<(u32, u32)> = map.iter().map(|(k, v)| (*k, *v)).collect();
-        assert_eq!(read, entries);
-        let json = serde_json::to_string(&map).expect("a map serializes");
-        assert_eq!(scrambled_from(&json), map, "and deserializes run by run");
-    }
-
-    #[test]
-    fn a_key_given_twice_keeps_its_last_value() {
-        let loaded = scrambled_from(r#"{"2": 20, "1": 10, "2": 21, "3": 30, "1": 11}"#);
-        let read: Vec<(u32, u32)> = loaded.iter().map(|(k, v)| (*k, *v)).collect();
-        assert_eq!(read, [(1, 11), (2, 21), (3, 30)]);
-    }
-
-    #[test]
-    fn a_key_given_in_two_runs_keeps_the_later_runs_value() {
-        // Key 0 first, then a full run of other keys, then key 0 again: the two values of key
-        // 0 are read into different runs.
-        let mut json = String::from(r#"{"0": 1"#);
-        for key in 1..=SCRAMBLE_RUN {
-            json.push_str(&format!(r#", "{key}": {key}"#));
-        }
-        json.push_str(r#", "0": 2}"#);
-        let loaded = scrambled_from(&json);
-        assert_eq!(loaded.len(), SCRAMBLE_RUN + 1);
-        assert_eq!(loaded.get(&0), Some(&2));
     }
 }

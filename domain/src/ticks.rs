@@ -316,8 +316,11 @@ pub struct PopReplay {
 }
 
 /// The replicated record of committed and undelivered ticks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+///
+/// The clocks' cursors are not here: the registry keeps each in its clock's record
+/// (`crate::records`). Snapshots and backups still list them under `ledger.cursors`
+/// ([`crate::LedgerSnapshot`]), which is also how this deserializes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TickLedger {
     /// Every scheduled instant up to this one has been filed.
     pub intended_through_ms: u64,
@@ -332,9 +335,6 @@ pub struct TickLedger {
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a
     /// retry that straddles the upgrade pops afresh).
     pub pop_replays: SharedMap<QueueId, PopReplay>,
-    /// Per clock: when its ticks start and when it was last used.
-    #[serde(deserialize_with = "shared_map::scrambled_map::deserialize")]
-    pub cursors: SharedMap<ClockId, Cursor>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
     pub manual_sequence: u64,
     /// Totals.
@@ -353,7 +353,6 @@ impl Default for TickLedger {
             outbox: SharedMap::new(),
             queues: SharedMap::new(),
             pop_replays: SharedMap::new(),
-            cursors: SharedMap::new(),
             manual_sequence: 0,
             counters: TickCounters::default(),
             queue_limit: DEFAULT_QUEUE_LIMIT,
@@ -529,24 +528,13 @@ impl TickLedger {
         coalesced
     }
 
-    /// Records a delivered tick in its clock's statistics and in the series: handed to the
-    /// broker or popped at `delivered_at_ms`.
-    pub fn note_delivered(&mut self, tick: &Tick, delivered_at_ms: u64) {
+    /// Records a tick delivered at `delivered_at_ms` (handed to the broker, or popped) in the
+    /// series, and returns the delivery for its clock's statistics.
+    pub fn note_delivered(&mut self, tick: &Tick, delivered_at_ms: u64) -> Delivery {
         let delivery = Delivery::of(tick.due_at_ms, delivered_at_ms, tick.manual);
-        if let Some(cursor) = self.cursors.get_mut(&tick.clock) {
-            cursor.stats.delivered(delivery);
-        }
         self.series
             .delivered(delivered_at_ms, u64::from(delivery.lateness_ms));
-    }
-
-    /// Adds to a clock's counts of late, coalesced and dropped ticks.
-    pub fn note_missed(&mut self, clock: &ClockId, missed: &Filed) {
-        if let Some(cursor) = self.cursors.get_mut(clock) {
-            cursor
-                .stats
-                .missed(missed.late, missed.coalesced, missed.dropped);
-        }
+        delivery
     }
 
     /// Adds a command's late, coalesced and dropped ticks to the series' window of `at_ms`.
@@ -561,14 +549,10 @@ impl TickLedger {
         }
     }
 
-    /// Forgets everything about purged clocks and their http queues, in one pass over the
-    /// outbox.
+    /// Forgets the ticks of purged clocks and their http queues, in one pass over the outbox.
     pub fn forget(&mut self, clocks: &HashSet<&ClockId>, queues: &[QueueId]) {
         if clocks.is_empty() {
             return;
-        }
-        for clock in clocks {
-            self.cursors.remove(*clock);
         }
         for queue in queues {
             self.queues.remove(queue);
@@ -579,7 +563,7 @@ impl TickLedger {
 }
 
 /// The outbox's serialized form: its ticks in due order; the keys are rebuilt on load.
-mod outbox_as_list {
+pub(crate) mod outbox_as_list {
     use serde::{Deserialize, Deserializer, Serializer};
 
     use super::{SharedMap, Tick, TickId};
@@ -854,7 +838,8 @@ mod tests {
             "last_pops": {"q": ["r", []]},
             "manual_sequence": 2,
         });
-        let ledger: TickLedger = serde_json::from_value(old)?;
+        let ledger: crate::LedgerSnapshot = serde_json::from_value(old)?;
+        let ledger = ledger.ticks;
         assert_eq!(ledger.intended_through_ms, 5);
         assert!(ledger.pop_replays.is_empty());
         assert_eq!(ledger.queue_limit, DEFAULT_QUEUE_LIMIT);

@@ -209,8 +209,8 @@ impl Edit {
     fn apply_to(self, snapshot: &mut RegistrySnapshot) {
         let clocks = snapshot.clocks.len();
         match self {
-            Edit::Watermark(at) => snapshot.ledger.intended_through_ms = at,
-            Edit::ManualSequence(n) => snapshot.ledger.manual_sequence = n,
+            Edit::Watermark(at) => snapshot.ledger.ticks.intended_through_ms = at,
+            Edit::ManualSequence(n) => snapshot.ledger.ticks.manual_sequence = n,
             Edit::ClockId(i, id) if clocks > 0 => snapshot.clocks[i % clocks].id = id,
             Edit::Name(i, name) if clocks > 0 => snapshot.clocks[i % clocks].name = name.into(),
             Edit::Channel(i, channel) if clocks > 0 => {
@@ -240,12 +240,13 @@ impl Edit {
                 });
                 snapshot
                     .ledger
+                    .ticks
                     .queues
                     .entry(queue)
                     .or_default()
                     .extend(ticks);
                 let n = u64::try_from(n).unwrap_or(u64::MAX);
-                let sequence = &mut snapshot.ledger.manual_sequence;
+                let sequence = &mut snapshot.ledger.ticks.manual_sequence;
                 *sequence = (*sequence).max(n);
             }
             Edit::DropCursors => snapshot.ledger.cursors.clear(),
@@ -283,7 +284,7 @@ fn ticks_waiting(registry: &Registry) -> usize {
 
 /// The ticks a restore document carries.
 fn ticks_in(snapshot: &RegistrySnapshot) -> usize {
-    let ledger = &snapshot.ledger;
+    let ledger = &snapshot.ledger.ticks;
     ledger.outbox.len()
         + ledger
             .queues

@@ -287,17 +287,13 @@ impl Decisions {
     pub fn abandoned(&mut self, now: Now, registry: &Registry) -> Option<Vec<ClockId>> {
         let ttl = duration_ms(self.config.clock_ttl);
         let mut abandoned: Vec<ClockId> = std::mem::take(&mut self.abandoned).into_iter().collect();
-        let idle_http = registry.clocks().filter(|clock| {
-            let idle_since = registry
-                .ledger()
-                .cursors
-                .get(&clock.id)
-                .map_or(0, |cursor| cursor.last_activity_ms);
+        let idle_http = registry.clocks_with_cursors().filter(|(clock, cursor)| {
+            let idle_since = cursor.map_or(0, |cursor| cursor.last_activity_ms);
             clock.status == ClockStatus::Active
                 && matches!(clock.channel, Channel::Http { .. })
                 && now.wall_ms.saturating_sub(idle_since) >= ttl
         });
-        abandoned.extend(idle_http.map(|clock| clock.id.clone()));
+        abandoned.extend(idle_http.map(|(clock, _)| clock.id.clone()));
         (!abandoned.is_empty()).then_some(abandoned)
     }
 }

@@ -246,7 +246,7 @@ impl Watcher {
             .as_ref()
             .map_or((&[][..], 0), |listing| (&listing.listed[..], listing.total));
         let state = self.app.replica.state().read();
-        TickStats::of(state.registry.ledger(), listed, total, now_ms)
+        TickStats::of(&state.registry.image(), listed, total, now_ms)
     }
 
     /// Brings the listing up to the registry's clocks: a pass over all of them, on an image

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use tickd_domain::stats::{SERIES_BUCKET_MS, SERIES_BUCKETS};
-use tickd_domain::{Clock, ClockFilter, TickLedger, rfc3339_millis};
+use tickd_domain::{Clock, ClockFilter, RegistryImage, rfc3339_millis};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -96,18 +96,17 @@ impl TickStats {
     /// The figures of `clocks` (at most [`MAX_CLOCKS`] are taken), `matched` of them in all,
     /// and the series windows of the 15 minutes before `now_ms`.
     pub fn of<'a>(
-        ledger: &TickLedger,
+        image: &RegistryImage,
         clocks: impl IntoIterator<Item = &'a Clock>,
         matched: usize,
         now_ms: u64,
     ) -> TickStats {
-        let cursors = &ledger.cursors;
         let clocks = clocks
             .into_iter()
             .take(MAX_CLOCKS)
             .map(|clock| {
-                let stats = cursors
-                    .get(&clock.id)
+                let stats = image
+                    .cursor(&clock.id)
                     .map(|cursor| cursor.stats.get())
                     .unwrap_or_default();
                 ClockTicks {
@@ -130,7 +129,8 @@ impl TickStats {
             .collect();
         let window = SERIES_BUCKET_MS.saturating_mul(SERIES_BUCKETS as u64);
         let since = now_ms.saturating_sub(window);
-        let series = ledger
+        let series = image
+            .ledger()
             .series
             .buckets()
             .filter(|bucket| bucket.start_ms >= since)
@@ -195,12 +195,9 @@ pub async fn stats(
     app.replica.linearize().await?;
     let now_ms = app.replica.clock().now_ms();
     // Taken under the lock, counted without it: an unfiltered count passes over every clock.
-    let (selection, ledger) = {
+    let (selection, image) = {
         let state = app.replica.state().read();
-        (
-            state.registry.select(filter),
-            state.registry.ledger().clone(),
-        )
+        (state.registry.select(filter), state.registry.image())
     };
     let stats = off_the_runtime("counting the clocks' ticks", move || {
         // One pass: every match is counted, the first MAX_CLOCKS are described.
@@ -212,7 +209,7 @@ pub async fn stats(
                 described.push(clock);
             }
         }
-        TickStats::of(&ledger, described, matched, now_ms)
+        TickStats::of(&image, described, matched, now_ms)
     })
     .await?;
     Ok(Json(stats))
