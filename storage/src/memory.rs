@@ -1,7 +1,7 @@
 //! What the Raft log's RocksDB holds in memory, for the node's metrics.
 //!
 //! A node's resident memory is mostly the replicated state, but not only: RocksDB keeps each
-//! column family's memtables (the entries written since its last flush: up to two of 4 MiB
+//! column family's memtables (the entries written since its last flush: up to two of 1 MiB
 //! for the log) and the 4 MiB block cache they share. Without these figures an operator
 //! reading a node's memory could not tell the log's part from the state's.
 
