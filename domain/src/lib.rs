@@ -86,7 +86,6 @@ pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
 pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
-pub use records::ClockRecords;
 pub use registry::{Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError};
 pub use restore::RestoreError;
 pub use schedule::{

@@ -1,9 +1,9 @@
 //! The registry's clocks, one record each: the clock and its ledger cursor together.
 //!
 //! Kept as two maps by id (the clocks, and the ledger's cursors), every clock paid for its id
-//! twice and for an entry in a second B-tree: about 40 bytes a clock that bought nothing, as
-//! every command that reads a cursor has found its clock first. One set of records, ordered by
-//! the id each record holds once, keeps both.
+//! twice and for an entry in a second B-tree, which bought nothing: every command that reads a
+//! cursor has found its clock first. One set of records, ordered by the id each record holds
+//! once, keeps both, 26 bytes a clock smaller (`registry-bytes`, 200 000 http clocks).
 //!
 //! The set is persistent ([`imbl::OrdSet`], like [`crate::SharedMap`]): an image of it costs
 //! O(1), so a snapshot and an off-lock reader share it. It has no in-place access, and a
@@ -65,7 +65,7 @@ pub(crate) struct RecordMut<'a> {
 
 /// The clocks of a registry with their cursors, ordered by id.
 #[derive(Clone, Debug, Default)]
-pub struct ClockRecords {
+pub(crate) struct ClockRecords {
     records: imbl::OrdSet<ClockRecord>,
 }
 
@@ -135,7 +135,8 @@ impl ClockRecords {
     }
 
     /// Whether `other` is an unchanged image of these records, sharing all of them.
-    pub fn ptr_eq(&self, other: &ClockRecords) -> bool {
+    #[cfg(test)]
+    pub(crate) fn ptr_eq(&self, other: &ClockRecords) -> bool {
         self.records.ptr_eq(&other.records)
     }
 
