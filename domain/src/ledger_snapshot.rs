@@ -17,7 +17,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::clock::ClockId;
 use crate::registry::SnapshotError;
-use crate::ticks::{Cursor, TickLedger, outbox_as_list};
+use crate::shared_map::SharedMap;
+use crate::ticks::{Cursor, Tick, TickId, TickLedger, outbox_as_list};
 
 /// A ledger read from, or to be written as, a snapshot or a backup: the tick ledger and the
 /// clocks' cursors.
@@ -129,7 +130,7 @@ impl<'de, S: CursorSink> Visitor<'de> for LedgerSeed<'_, S> {
 }
 
 /// The outbox, read from its serialized list.
-struct OutboxField(crate::SharedMap<(u64, crate::TickId), crate::Tick>);
+struct OutboxField(SharedMap<(u64, TickId), Tick>);
 
 impl<'de> Deserialize<'de> for OutboxField {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
