@@ -318,8 +318,8 @@ pub struct PopReplay {
 /// The replicated record of committed and undelivered ticks.
 ///
 /// The clocks' cursors are not here: the registry keeps each in its clock's record
-/// (`crate::records`). Snapshots and backups still list them under `ledger.cursors`
-/// ([`crate::LedgerSnapshot`]), which is also how this deserializes.
+/// (`crate::records`). Snapshots and backups still list them under `ledger.cursors`, and a
+/// ledger is read only in that form ([`crate::LedgerSnapshot`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TickLedger {
     /// Every scheduled instant up to this one has been filed.
