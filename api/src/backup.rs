@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tickd_domain::{Channel, RegistrySnapshot};
+use tickd_domain::{Channel, RegistrySnapshot, RestoreError, WrittenClocks};
 
 /// The `format` of every tickd backup.
 pub const BACKUP_FORMAT: &str = "tickd-backup";
@@ -55,6 +55,9 @@ pub enum BackupError {
     /// The header is right but the content does not decode.
     #[error("the backup is damaged: {0}")]
     Damaged(String),
+    /// The content decodes, but as written it says what no cluster holds.
+    #[error("this backup cannot be restored: {0}")]
+    Refused(RestoreError),
 }
 
 impl Backup {
@@ -69,7 +72,8 @@ impl Backup {
         }
     }
 
-    /// Checks the header, then decodes the document.
+    /// Checks the header, decodes the document, and checks as written what decoding keeps no
+    /// trace of: the queue each RabbitMQ clock names ([`WrittenClocks`]).
     pub fn from_json(document: Value) -> Result<Self, BackupError> {
         if document.get("format").and_then(Value::as_str) != Some(BACKUP_FORMAT) {
             return Err(BackupError::NotABackup);
@@ -82,7 +86,13 @@ impl Backup {
                 });
             }
         }
-        serde_json::from_value(document).map_err(|error| BackupError::Damaged(error.to_string()))
+        let damaged = |error: serde_json::Error| BackupError::Damaged(error.to_string());
+        let backup = Backup::deserialize(&document).map_err(damaged)?;
+        WrittenClocks::deserialize(&document["registry"])
+            .map_err(damaged)?
+            .validate_rabbit_queues()
+            .map_err(BackupError::Refused)?;
+        Ok(backup)
     }
 
     /// How many clocks the backup holds.
@@ -95,12 +105,14 @@ impl Backup {
         self.registry
             .clocks
             .iter()
-            .any(|clock| matches!(clock.channel, Channel::Rabbit { .. }))
+            .any(|clock| clock.channel == Channel::Rabbit)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use tickd_domain::{ClockId, Command, Registry, Schedule};
+
     use super::*;
 
     #[test]
@@ -123,5 +135,37 @@ mod tests {
             Backup::from_json(damaged),
             Err(BackupError::Damaged(_))
         ));
+    }
+
+    #[test]
+    fn refuses_a_rabbit_clock_that_names_another_queue() -> Result<(), Box<dyn std::error::Error>> {
+        let mut registry = Registry::new();
+        registry.apply(Command::Register {
+            name: "orders".into(),
+            schedule: Schedule::parse("every.5.seconds")?,
+            id: ClockId::new("c1".into()),
+            channel: Channel::Rabbit,
+            max_clocks: 1,
+            now_ms: 0,
+        });
+        let mut json = serde_json::to_value(Backup::new(registry.into(), None))?;
+        let queue = "/registry/clocks/0/channel/queue";
+        assert_eq!(
+            json.pointer(queue),
+            Some(&"ticktok-orders;every.5.seconds".into())
+        );
+        assert!(Backup::from_json(json.clone()).is_ok());
+        if let Some(written) = json.pointer_mut(queue) {
+            *written = "amq.direct".into();
+        }
+        let refusal = Backup::from_json(json).map_err(|error| error.to_string());
+        assert_eq!(
+            refusal.err().as_deref(),
+            Some(
+                "this backup cannot be restored: clock c1: channel.queue is \"amq.direct\", but \
+                 this clock's RabbitMQ queue is \"ticktok-orders;every.5.seconds\""
+            )
+        );
+        Ok(())
     }
 }

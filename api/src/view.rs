@@ -103,7 +103,7 @@ impl ClockView {
         context: &ChannelContext<'_>,
     ) -> Self {
         let mut view = Self::with_status(clock, shown_status, base);
-        view.channel = Some(channel_view(&clock.channel, base, context));
+        view.channel = Some(channel_view(clock, base, context));
         view
     }
 
@@ -149,10 +149,11 @@ fn action_link(rel: &'static str, clock_url: &str) -> Link {
     }
 }
 
-fn channel_view(channel: &Channel, base: &BaseUrl, context: &ChannelContext<'_>) -> ChannelView {
-    match channel {
-        Channel::Rabbit { queue } => {
+fn channel_view(clock: &Clock, base: &BaseUrl, context: &ChannelContext<'_>) -> ChannelView {
+    match &clock.channel {
+        Channel::Rabbit => {
             let uri = context.rabbit_uri.map(str::to_string);
+            let queue = Channel::rabbit_queue_name(&clock.name, &clock.schedule);
             ChannelView {
                 r#type: ChannelType::Rabbit,
                 details: ChannelDetails::Rabbit {
@@ -160,7 +161,7 @@ fn channel_view(channel: &Channel, base: &BaseUrl, context: &ChannelContext<'_>)
                     queue: queue.clone(),
                 },
                 uri,
-                queue: Some(queue.clone()),
+                queue: Some(queue),
             }
         }
         Channel::Http { queue_id } => ChannelView {
@@ -210,9 +211,7 @@ mod tests {
     #[test]
     fn channels_carry_details_and_legacy_fields() {
         let base = BaseUrl("http://h:1".into());
-        let rabbit = Channel::Rabbit {
-            queue: "ticktok-backup;every.5.seconds".into(),
-        };
+        let rabbit = Channel::Rabbit;
         let context = ChannelContext {
             rabbit_uri: Some("amqp://guest:guest@127.0.0.1:5672/%2f"),
         };

@@ -223,16 +223,15 @@ impl FromStr for ClockStatus {
 
 /// How a clock's ticks reach its clients. Chosen by the cluster's
 /// configuration, not the request, and fixed when the clock is created.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
+///
+/// Written with the RabbitMQ queue's name spelled out (`crate::wire_form`), as v0.1.0 keeps
+/// it; held without it, since the name follows from the clock's name and schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Channel {
-    /// A durable RabbitMQ queue that all instances of a client consume from.
-    Rabbit {
-        /// The queue name, `ticktok-<name>;<schedule>` (see
-        /// [`Channel::rabbit_queue_name`]); the broker URI is configuration,
-        /// not state, so it is not stored here.
-        queue: String,
-    },
+    /// A durable RabbitMQ queue that all instances of a client consume from, named
+    /// `ticktok-<name>;<schedule>` ([`Clock::rabbit_queue`]); the broker URI is configuration,
+    /// not state.
+    Rabbit,
     /// A queue inside the replicated state, popped over HTTP.
     Http {
         /// The queue's id, which forms the poll URL.
@@ -251,7 +250,9 @@ impl Channel {
 
 /// A clock: a named schedule whose ticks go to one channel. One clock exists
 /// per (name, schedule literal) pair.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its serialized form is `crate::wire_form`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Clock {
     /// The clock's identity in URLs.
     pub id: ClockId,
@@ -265,6 +266,17 @@ pub struct Clock {
     pub status: ClockStatus,
     /// Where the ticks go.
     pub channel: Channel,
+}
+
+impl Clock {
+    /// The name of the RabbitMQ queue this clock's ticks are published to, if it delivers
+    /// through RabbitMQ: derived each time it is asked for, not kept.
+    pub fn rabbit_queue(&self) -> Option<String> {
+        match self.channel {
+            Channel::Rabbit => Some(Channel::rabbit_queue_name(&self.name, &self.schedule)),
+            Channel::Http { .. } => None,
+        }
+    }
 }
 
 /// Why a clock name was refused; says the limit and what was sent.
@@ -393,36 +405,25 @@ mod tests {
     }
 
     #[test]
-    fn clocks_serialize_with_ticktok_words() -> Result<(), Box<dyn std::error::Error>> {
-        let schedule = Schedule::parse("every.5.seconds")?;
-        let clock = Clock {
-            id: ClockId::new("c1".to_owned()),
-            name: "a;b".into(),
-            channel: Channel::Rabbit {
-                queue: Channel::rabbit_queue_name("a;b", &schedule),
-            },
-            schedule,
-            status: ClockStatus::Paused,
-        };
-        let json = serde_json::to_value(&clock)?;
-        assert_eq!(
-            json,
-            serde_json::json!({
-                "id": "c1",
-                "name": "a;b",
-                "schedule": "every.5.seconds",
-                "status": "PAUSED",
-                "channel": {"type": "rabbit", "queue": "ticktok-a;b;every.5.seconds"},
+    fn a_rabbit_clock_names_its_queue_after_its_name_and_schedule()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let clock = |channel| -> Result<Clock, Box<dyn std::error::Error>> {
+            Ok(Clock {
+                id: ClockId::new("c1".to_owned()),
+                name: "a;b".into(),
+                schedule: Schedule::parse("every.5.seconds")?,
+                status: ClockStatus::Active,
+                channel,
             })
+        };
+        assert_eq!(
+            clock(Channel::Rabbit)?.rabbit_queue().as_deref(),
+            Some("ticktok-a;b;every.5.seconds")
         );
-        assert_eq!(serde_json::from_value::<Clock>(json)?, clock);
-
         let http = Channel::Http {
             queue_id: QueueId::new("q1".to_owned()),
         };
-        let json = serde_json::to_value(&http)?;
-        assert_eq!(json, serde_json::json!({"type": "http", "queue_id": "q1"}));
-        assert_eq!(serde_json::from_value::<Channel>(json)?, http);
+        assert_eq!(clock(http)?.rabbit_queue(), None);
         Ok(())
     }
 

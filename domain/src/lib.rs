@@ -75,6 +75,7 @@ mod selection;
 mod shared_map;
 pub mod stats;
 mod ticks;
+mod wire_form;
 
 pub use clock::{
     Channel, Clock, ClockId, ClockStatus, IdError, MAX_ID_BYTES, MAX_NAME_BYTES,
@@ -99,3 +100,4 @@ pub use ticks::{
     MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick, TickCounters, TickId,
     TickLedger, TickMessage, rfc3339_millis,
 };
+pub use wire_form::WrittenClocks;

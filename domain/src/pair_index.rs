@@ -103,9 +103,7 @@ mod tests {
             name: name.into(),
             schedule: literal.parse::<Schedule>().expect("a valid literal"),
             status: ClockStatus::Active,
-            channel: Channel::Rabbit {
-                queue: format!("ticktok-{name};{literal}"),
-            },
+            channel: Channel::Rabbit,
         }
     }
 

@@ -209,7 +209,7 @@ impl RegistrySnapshot {
             let clock = by_id
                 .get(&tick.clock)
                 .ok_or_else(|| tick_error(place, tick, "its clock is not in the backup"))?;
-            if !matches!(clock.channel, Channel::Rabbit { .. }) {
+            if clock.channel != Channel::Rabbit {
                 return Err(tick_error(place, tick, "its clock is not a RabbitMQ clock"));
             }
             validate_tick(place, tick, clock, ledger.manual_sequence, &mut manual_ids)?;
@@ -245,20 +245,12 @@ fn validate_clock(index: usize, clock: &Clock) -> Result<(), RestoreError> {
     if clock.status == ClockStatus::Pending {
         return Err(RestoreError::Pending { id: id() });
     }
-    match &clock.channel {
-        Channel::Rabbit { queue } => {
-            let expected = Channel::rabbit_queue_name(&clock.name, &clock.schedule);
-            if *queue != expected {
-                return Err(RestoreError::RabbitQueue {
-                    id: id(),
-                    found: Excerpt::of(queue),
-                    expected: Excerpt::of(&expected),
-                });
-            }
-        }
-        Channel::Http { queue_id } => queue_id
+    // A RabbitMQ clock's queue name is not kept; the backup's is checked as written
+    // (`WrittenClocks`).
+    if let Channel::Http { queue_id } = &clock.channel {
+        queue_id
             .validate()
-            .map_err(|source| RestoreError::QueueId { id: id(), source })?,
+            .map_err(|source| RestoreError::QueueId { id: id(), source })?;
     }
     Ok(())
 }

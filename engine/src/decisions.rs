@@ -25,7 +25,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use tickd_domain::{Channel, ClockId, ClockStatus, Intent, Registry, Tick, TickId};
+use tickd_domain::{Channel, Clock, ClockId, ClockStatus, Intent, Registry, Tick, TickId};
 use tokio::time::Instant;
 
 use crate::EngineConfig;
@@ -223,11 +223,11 @@ impl Decisions {
             .filter(|(key, _)| !self.in_flight.contains(*key))
             .take(MAX_PUBLISH_BATCH.min(room));
         for (key, tick) in due {
-            match registry.get(&tick.clock).map(|clock| &clock.channel) {
-                Some(Channel::Rabbit { queue }) => outgoing.push(Outgoing {
+            match registry.get(&tick.clock).and_then(Clock::rabbit_queue) {
+                Some(queue) => outgoing.push(Outgoing {
                     key: key.clone(),
                     tick: tick.clone(),
-                    queue: queue.clone(),
+                    queue,
                     redelivery: self.inherited.contains(key),
                 }),
                 // Only RabbitMQ clocks file ticks in the outbox, and removing a clock removes
@@ -347,8 +347,7 @@ mod tests {
     }
 
     fn rabbit_clock(registry: &mut Registry, name: &str, now: Now) -> ClockId {
-        let queue = format!("ticktok-{name};every.1.seconds");
-        register(registry, name, Channel::Rabbit { queue }, now)
+        register(registry, name, Channel::Rabbit, now)
     }
 
     fn http_clock(registry: &mut Registry, name: &str, now: Now) -> ClockId {

@@ -8,8 +8,8 @@
 //!
 //! A backup is a document from outside the cluster, so it is checked before it is proposed
 //! (`RegistrySnapshot::validate_for_restore`: ids, names, channels, filed ticks and watermarks,
-//! as registrations and intents could have produced them), and a bad one is a 400 that names
-//! the clock and field. The registry runs the same check again when it applies the restore.
+//! as registrations and intents could have produced them; `Backup::from_json`: the RabbitMQ
+//! queue names as written), and a bad one is a 400 that names the clock and field. The registry runs the same check again when it applies the restore.
 
 use axum::Json;
 use axum::extract::State;
@@ -21,7 +21,7 @@ use tickd_domain::{Command, Outcome, RegistrySnapshot};
 use crate::AppState;
 use crate::backup::Backup;
 use crate::error::{ApiError, BodyShape, ErrorBody};
-use crate::routes::clocks::{prepare_channel, unexpected};
+use crate::routes::clocks::{prepare_queue, unexpected};
 
 /// The largest backup `POST /api/v1/restore` accepts. The restore travels as one Raft log
 /// entry, which must stay well under the 64 MiB Raft RPC limit.
@@ -123,7 +123,7 @@ pub async fn restore(
             // The broker may be a new one: declare every queue before answering, as a
             // registration does, so that no restored clock's first tick is unroutable.
             for clock in &backup.registry.clocks {
-                prepare_channel(&app, &clock.channel).await?;
+                prepare_queue(&app, clock.rabbit_queue().as_deref()).await?;
             }
             Ok(Json(Restored { restored: clocks }))
         }

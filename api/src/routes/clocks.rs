@@ -77,20 +77,22 @@ pub async fn register(
     validate_name(&name).map_err(|error| ApiError::bad_request(error.to_string()))?;
     let schedule =
         Schedule::parse(&schedule).map_err(|error| ApiError::bad_request(error.to_string()))?;
-    let channel = match &app.config.rabbit_uri {
-        Some(_) => Channel::Rabbit {
-            queue: Channel::rabbit_queue_name(&name, &schedule),
-        },
-        None => Channel::Http {
-            queue_id: ids::queue_id(),
-        },
+    let (channel, rabbit_queue) = match &app.config.rabbit_uri {
+        Some(_) => (
+            Channel::Rabbit,
+            Some(Channel::rabbit_queue_name(&name, &schedule)),
+        ),
+        None => {
+            let queue_id = ids::queue_id();
+            (Channel::Http { queue_id }, None)
+        }
     };
     // A new clock grows every node's log and snapshot; refused while this node's disk is
     // below its reserve, before the disk fills and stops its consensus core.
     (app.space)().map_err(|reason| ApiError::new(StatusCode::INSUFFICIENT_STORAGE, reason))?;
     // The queue exists before the clock does: the clock's first tick may be published within
     // a second of the commit, and a publish to a missing queue marks the clock abandoned.
-    prepare_channel(&app, &channel).await?;
+    prepare_queue(&app, rabbit_queue.as_deref()).await?;
     let command = Command::Register {
         name,
         schedule,
@@ -343,7 +345,7 @@ pub async fn act(
         Outcome::Updated(clock) => {
             // A queue may have expired while its clock was paused.
             if resumed {
-                prepare_channel(&app, &clock.channel).await?;
+                prepare_queue(&app, clock.rabbit_queue().as_deref()).await?;
             }
             Ok(Json(ClockView::of(&clock, &base)))
         }
@@ -378,9 +380,10 @@ impl Action {
     }
 }
 
-/// Makes sure a RabbitMQ clock's queue exists on the broker before the client is answered.
-pub(crate) async fn prepare_channel(app: &AppState, channel: &Channel) -> Result<(), ApiError> {
-    let (Channel::Rabbit { queue }, Some(queues)) = (channel, &app.queues) else {
+/// Makes sure a RabbitMQ clock's queue, `queue`, exists on the broker before the client is
+/// answered; nothing to do for a clock of another channel (`None`).
+pub(crate) async fn prepare_queue(app: &AppState, queue: Option<&str>) -> Result<(), ApiError> {
+    let (Some(queue), Some(queues)) = (queue, &app.queues) else {
         return Ok(());
     };
     queues.declare(queue).await.map_err(|reason| {

@@ -101,7 +101,7 @@ impl ClockSummary {
             schedule: clock.schedule.as_str().to_owned(),
             status: clock.status,
             channel: match clock.channel {
-                Channel::Rabbit { .. } => "rabbit",
+                Channel::Rabbit => "rabbit",
                 Channel::Http { .. } => "http",
             },
             next_at_ms,

@@ -70,9 +70,7 @@ fn measure(args: &Args) -> Result<(), String> {
             Kind::Http => Channel::Http {
                 queue_id: QueueId::new(random.hex_id()),
             },
-            Kind::Rabbit => Channel::Rabbit {
-                queue: Channel::rabbit_queue_name(&name, &schedule),
-            },
+            Kind::Rabbit => Channel::Rabbit,
         };
         registry.apply(Command::Register {
             name,
