@@ -152,7 +152,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let tls = config.tls.as_ref().map(tls::load).transpose()?;
     let (log_store, state_machine, state) = tickd_storage::open(&data_dir)?;
     let log_memory = log_store.memory();
-    let raft_config = Arc::new(tickd_raft::timing::raft_config()?);
+    let raft_config = Arc::new(tickd_raft::timing::raft_config(config.snapshot_every)?);
     let peer_security = match &tls {
         Some(tls) => PeerSecurity::MutualTls(Box::new(tls.peers.clone())),
         None => PeerSecurity::Secret,

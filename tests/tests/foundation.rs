@@ -195,6 +195,61 @@ async fn a_wiped_node_catches_up_through_a_snapshot() {
     );
 }
 
+/// Registers through `leader` until it has built one more snapshot than it had, and returns
+/// the ids registered. Gives up after `limit` registrations.
+async fn register_until_a_snapshot(
+    cluster: &TestCluster,
+    leader: NodeId,
+    prefix: &str,
+    limit: usize,
+) -> BTreeSet<String> {
+    let built = |cluster: &TestCluster| cluster.log(leader).matches("snapshot built").count();
+    let before = built(cluster);
+    let mut written = BTreeSet::new();
+    for round in 0..limit {
+        written.insert(register_ok(cluster, leader, &format!("{prefix}-{round}")).await);
+        if built(cluster) > before {
+            return written;
+        }
+    }
+    panic!("node {leader} built no snapshot in {limit} registrations");
+}
+
+#[tokio::test]
+async fn a_follower_back_from_a_short_outage_catches_up_from_the_log() {
+    const SNAPSHOT_EVERY: usize = 60;
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .snapshot_every(SNAPSHOT_EVERY as u64)
+        .start()
+        .await;
+    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let victim = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    // The leader has just snapshotted; the victim goes down a third of a period after it.
+    let mut written =
+        register_until_a_snapshot(&cluster, leader, "before", 3 * SNAPSHOT_EVERY).await;
+    for round in 0..SNAPSHOT_EVERY / 3 {
+        written.insert(register_ok(&cluster, leader, &format!("known-{round}")).await);
+    }
+    cluster.wait_caught_up(victim, CATCH_UP_LIMIT).await;
+    cluster.kill(victim);
+    // Fewer entries than a period while it is down, but enough that the leader snapshots and
+    // purges: with no log kept behind the snapshot, the victim would need the snapshot.
+    written.extend(register_until_a_snapshot(&cluster, leader, "missed", 3 * SNAPSHOT_EVERY).await);
+    cluster.restart(victim);
+    cluster.wait_healthy(victim, CATCH_UP_LIMIT).await;
+    cluster.wait_caught_up(victim, CATCH_UP_LIMIT).await;
+    assert_eq!(ids_seen_by(&cluster, victim).await, written);
+    assert!(
+        !cluster.log(victim).contains("snapshot installed"),
+        "the follower should have caught up from the log, not through a snapshot"
+    );
+}
+
 #[tokio::test]
 async fn raft_requests_without_the_secret_or_with_garbage_change_nothing() {
     let cluster = TestCluster::start(3).await;
