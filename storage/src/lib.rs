@@ -182,7 +182,8 @@ fn open_db(path: &Path) -> Result<(Arc<DB>, Cache), OpenError> {
     let mut options = Options::default();
     options.create_if_missing(true);
     options.create_missing_column_families(true);
-    // The log is small and short-lived: entries are purged after every snapshot.
+    // The log is small and short-lived: each snapshot purges all but the last `snapshot_every`
+    // entries before it.
     options.set_compression_type(rocksdb::DBCompressionType::Lz4);
     let block_cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
     let families = [keys::LOG_CF, keys::META_CF]
