@@ -162,19 +162,26 @@ async fn sigkill_of_every_node_loses_no_acknowledged_write() {
     );
 }
 
-#[tokio::test]
-async fn a_wiped_node_catches_up_through_a_snapshot() {
+/// A three-node cluster that snapshots every `snapshot_every` entries, its leader and one of
+/// its followers.
+async fn cluster_and_a_follower(snapshot_every: u64) -> (TestCluster, NodeId, NodeId) {
     let cluster = TestCluster::builder()
         .nodes(3)
-        .snapshot_every(20)
+        .snapshot_every(snapshot_every)
         .start()
         .await;
     let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
-    let victim = cluster
+    let follower = cluster
         .node_ids()
         .into_iter()
         .find(|id| *id != leader)
         .expect("a follower");
+    (cluster, leader, follower)
+}
+
+#[tokio::test]
+async fn a_wiped_node_catches_up_through_a_snapshot() {
+    let (cluster, leader, victim) = cluster_and_a_follower(20).await;
     let mut written = BTreeSet::new();
     for round in 0..70 {
         written.insert(register_ok(&cluster, leader, &format!("snap-{round}")).await);
@@ -218,17 +225,7 @@ async fn register_until_a_snapshot(
 #[tokio::test]
 async fn a_follower_back_from_a_short_outage_catches_up_from_the_log() {
     const SNAPSHOT_EVERY: usize = 60;
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .snapshot_every(SNAPSHOT_EVERY as u64)
-        .start()
-        .await;
-    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
-    let victim = cluster
-        .node_ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let (cluster, leader, victim) = cluster_and_a_follower(SNAPSHOT_EVERY as u64).await;
     // The leader has just snapshotted; the victim goes down a third of a period after it.
     let mut written =
         register_until_a_snapshot(&cluster, leader, "before", 3 * SNAPSHOT_EVERY).await;
