@@ -202,8 +202,13 @@ async fn a_wiped_node_catches_up_through_a_snapshot() {
     );
 }
 
-/// Registers through `leader` until it has built one more snapshot than it had, and returns
-/// the ids registered. Gives up after `limit` registrations.
+/// Registers through `leader`, ten a second, until it has built one more snapshot than it had,
+/// and returns the ids registered. Gives up after `limit` registrations.
+///
+/// Slowly, so that the count of entries a snapshot lands at is known within a few: a node
+/// waits twenty times its last build before the next (`snapshot_pace`), and a build of
+/// milliseconds is measured at the pace's 100 ms checks, so the wait is about 2 s (up to 4 on
+/// a loaded machine). Unthrottled, a debug cluster appends a few hundred entries in that time.
 async fn register_until_a_snapshot(
     cluster: &TestCluster,
     leader: NodeId,
@@ -218,6 +223,7 @@ async fn register_until_a_snapshot(
         if built(cluster) > before {
             return written;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("node {leader} built no snapshot in {limit} registrations");
 }
