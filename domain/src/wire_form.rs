@@ -2,9 +2,9 @@
 //!
 //! v0.1.0 stored every RabbitMQ clock's queue name (`ticktok-<name>;<schedule>`) and reads it
 //! back from snapshots, log entries and Raft responses, so this release still writes it there.
-//! It does not keep it: the name follows from the clock's name and schedule, and kept it cost a
-//! RabbitMQ clock 64 to 80 bytes. Reading, the written name is dropped and the derived one is
-//! used from then on.
+//! It does not keep it: the name follows from the clock's name and schedule, and keeping it
+//! cost a RabbitMQ clock about 74 bytes (`registry-bytes`: 382 against 308 at 200 000). Reading,
+//! the written name is dropped and the derived one is used from then on.
 //!
 //! Only a hand-edited backup restored into a v0.1.0 cluster (which did not check) can hold a
 //! name other than the derived one; after the upgrade such a clock publishes to the derived
