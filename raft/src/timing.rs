@@ -23,9 +23,10 @@
 //! * The last `snapshot_every` entries stay in the log behind each snapshot. A follower that
 //!   missed fewer than that (a restart, an upgrade, a short partition) catches up from the log
 //!   instead of being sent the whole state: at a million clocks a 300 MB transfer, and a
-//!   second registry in the follower's memory while it installs (seen once in the scale
-//!   benchmark: a follower restart of 23 s that settled at 770 MB, twice the usual). The log
-//!   holds one to two times `snapshot_every` entries, a few megabytes at the default.
+//!   second registry in the follower's memory while it installs (the likely cause of a follower
+//!   restart of 23 s that settled at 770 MB, twice the usual, seen once in the scale
+//!   benchmark). The log holds those entries plus the ones since the last snapshot, a few
+//!   megabytes at the default.
 
 use openraft::{Config, SnapshotPolicy};
 
