@@ -48,7 +48,8 @@ pub enum RestoreError {
         /// The clock.
         id: ClockId,
     },
-    /// A RabbitMQ clock's queue is not the one derived from its name and schedule.
+    /// A RabbitMQ clock's queue, as the backup writes it, is not the one derived from its name
+    /// and schedule ([`crate::WrittenClocks`]).
     #[error("clock {id}: channel.queue is {found}, but this clock's RabbitMQ queue is {expected}")]
     RabbitQueue {
         /// The clock.
@@ -234,7 +235,9 @@ impl RegistrySnapshot {
     }
 }
 
-/// Checks one clock as a registration would have: id, name, stored status, channel.
+/// Checks one clock as a registration would have: id, name, stored status, an http channel's
+/// queue id. (A RabbitMQ clock keeps no queue name; the backup's is checked as written, by
+/// `WrittenClocks`.)
 fn validate_clock(index: usize, clock: &Clock) -> Result<(), RestoreError> {
     clock
         .id
