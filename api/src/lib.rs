@@ -42,6 +42,7 @@ mod long_pass;
 pub mod openapi;
 pub mod polls;
 pub mod routes;
+mod slots;
 pub mod strangers;
 pub mod telemetry;
 mod unanswered_pops;
@@ -84,7 +85,9 @@ pub struct AppState {
     /// Whether this node's disk may take a new clock.
     pub space: CheckSpace,
     /// The event streams this node may still open.
-    event_streams: routes::events::StreamSlots,
+    event_streams: slots::Slots,
+    /// The unpaged lists of the clocks this node may still send.
+    unpaged_lists: slots::Slots,
 }
 
 /// Renders this node's metrics in the Prometheus text format. Supplied by the binary, which
@@ -155,7 +158,8 @@ pub fn router(
         pops: unanswered_pops::UnansweredPops::default(),
         metrics,
         space,
-        event_streams: routes::events::StreamSlots::default(),
+        event_streams: routes::events::stream_slots(),
+        unpaged_lists: list_body::unpaged_slots(),
     };
     let clients = token_routes().layer(middleware::from_fn_with_state(token, auth::require_token));
     let operators =

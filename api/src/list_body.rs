@@ -6,18 +6,48 @@
 //! unpaged list — Ticktok's shape, every match — is encoded [`RUN`] clocks at a time as the
 //! client reads it: a list of a million clocks is some 300 MB of JSON, which a node must not
 //! hold once per request that asks for it.
+//!
+//! What an unpaged list does hold is its [`Selection`]: an image of the clocks as they were
+//! when it began, so that a slow reader sees one consistent list. The image costs nothing
+//! while the registry stands still, but every node of it the registry changes afterwards is
+//! copied, and in an hour of a population's ticks that is every node: up to a second registry
+//! per list. So a node sends at most [`MAX_UNPAGED_LISTS`] of them at once (one more is a 503
+//! with `Retry-After`), each for at most [`UNPAGED_LIST_DEADLINE`] (the body is cut after it),
+//! and one whose client stops reading is cut by the listener's write timeout
+//! (`write_timeout_ms`), which drops the image with the connection.
+
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::http::StatusCode;
 use tickd_domain::{Clock, ClockId, Selection};
 
 use crate::base_url::BaseUrl;
 use crate::error::ApiError;
 use crate::long_pass::off_the_runtime;
+use crate::slots::{Slot, Slots};
 use crate::view::ClockView;
 
 /// How many clocks one run of an unpaged list encodes: about 150 KB of JSON, a millisecond of
 /// work, which the client's reading paces.
 const RUN: usize = 512;
+
+/// The most unpaged lists one node sends at once.
+pub const MAX_UNPAGED_LISTS: usize = 4;
+
+/// The longest one unpaged list may take to be read: a million clocks, some 300 MB, at
+/// 0.5 MB/s. A list cut by it ends before its closing `]`, so the client sees an error, not a
+/// short list.
+pub const UNPAGED_LIST_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The places for this node's unpaged lists.
+pub(crate) fn unpaged_slots() -> Slots {
+    Slots::new(
+        MAX_UNPAGED_LISTS,
+        "unpaged lists of the clocks",
+        "retry later, use another node, or page the list with ?limit=",
+    )
+}
 
 /// One page of `selection`: at most `limit` clocks after `after`, encoded as a whole array, and
 /// the id of its last clock when more match beyond it.
@@ -40,14 +70,23 @@ pub(crate) async fn page(
 
 /// Every clock of `selection` after `after`, as a body that encodes the next [`RUN`] clocks
 /// each time the connection asks for more. A client that stops reading stops the walk; one
-/// that goes away drops it. The selection keeps the clocks it was taken with, so a slow
-/// reader sees one consistent list.
-pub(crate) fn streamed(selection: Selection, base: BaseUrl, after: Option<ClockId>) -> Body {
+/// that goes away drops it, and with it `slot` and the selection. The selection keeps the
+/// clocks it was taken with, so a slow reader sees one consistent list; the walk ends with an
+/// error once `deadline` has passed.
+pub(crate) fn streamed(
+    selection: Selection,
+    base: BaseUrl,
+    after: Option<ClockId>,
+    slot: Slot,
+    deadline: Instant,
+) -> Body {
     let walk = Walk {
         selection,
         base,
         after,
         opened: false,
+        deadline,
+        _slot: slot,
     };
     let runs = futures::stream::unfold(Some(walk), |walk| async move {
         let walk = walk?;
@@ -77,11 +116,25 @@ struct Walk {
     after: Option<ClockId>,
     /// Whether the array's `[` is sent.
     opened: bool,
+    /// When the walk gives up.
+    deadline: Instant,
+    /// Held for the walk's life: its place among [`MAX_UNPAGED_LISTS`].
+    _slot: Slot,
 }
 
 impl Walk {
     /// The next run's bytes, and the walk that goes on after it unless the array is closed.
     fn next_run(mut self) -> Result<(Vec<u8>, Option<Walk>), ApiError> {
+        if Instant::now() >= self.deadline {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the list was not read within {} s, the most an unpaged list may take; \
+                     page it with ?limit=",
+                    UNPAGED_LIST_DEADLINE.as_secs()
+                ),
+            ));
+        }
         let (clocks, more) = self.selection.page(self.after.as_ref(), RUN);
         let mut bytes = Vec::new();
         let first = !self.opened;
@@ -112,7 +165,7 @@ fn encode(
         }
         serde_json::to_writer(&mut *out, &ClockView::of(clock, base)).map_err(|error| {
             ApiError::new(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                StatusCode::INTERNAL_SERVER_ERROR,
                 format!("encoding the list failed: {error}"),
             )
         })?;
@@ -122,6 +175,7 @@ fn encode(
 
 #[cfg(test)]
 mod tests {
+    use futures::StreamExt;
     use tickd_domain::{Channel, ClockFilter, Command, QueueId, Registry, Schedule};
 
     use super::*;
@@ -152,10 +206,17 @@ mod tests {
     }
 
     async fn streamed_bytes(selection: Selection, after: Option<ClockId>) -> Vec<u8> {
-        axum::body::to_bytes(streamed(selection, base(), after), usize::MAX)
-            .await
-            .unwrap_or_else(|error| panic!("{error}"))
-            .to_vec()
+        let slot = unpaged_slots()
+            .take()
+            .unwrap_or_else(|error| panic!("{error:?}"));
+        let deadline = Instant::now() + UNPAGED_LIST_DEADLINE;
+        axum::body::to_bytes(
+            streamed(selection, base(), after, slot, deadline),
+            usize::MAX,
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{error}"))
+        .to_vec()
     }
 
     fn ids(body: &[u8]) -> Vec<String> {
@@ -197,6 +258,32 @@ mod tests {
             .map(|n| format!("c{n:04}"))
             .collect();
         assert_eq!(ids(&body), expected);
+    }
+
+    #[tokio::test]
+    async fn a_list_past_its_deadline_is_cut_before_its_end_and_gives_back_its_place() {
+        let registry = registry_of(2 * RUN);
+        let slots = unpaged_slots();
+        let slot = slots.take().unwrap_or_else(|error| panic!("{error:?}"));
+        let mut body = streamed(
+            registry.select(ClockFilter::default()),
+            base(),
+            None,
+            slot,
+            Instant::now(),
+        )
+        .into_data_stream();
+        let first = body.next().await.expect("an item");
+        let error = first.expect_err("the deadline has passed: no run is sent");
+        assert!(
+            error.to_string().contains("not read within 600 s"),
+            "{error}"
+        );
+        assert!(body.next().await.is_none(), "nothing follows the error");
+        drop(body);
+        let all: Result<Vec<Slot>, ApiError> =
+            (0..MAX_UNPAGED_LISTS).map(|_| slots.take()).collect();
+        assert!(all.is_ok(), "the cut list gave its place back");
     }
 
     #[tokio::test]

@@ -69,6 +69,7 @@ struct ClusterFile {
     header_read_timeout_ms: Option<u64>,
     request_timeout_ms: Option<u64>,
     body_timeout_ms: Option<u64>,
+    write_timeout_ms: Option<u64>,
     api_max_connections: Option<usize>,
     api_max_connections_per_address: Option<usize>,
     raft_max_connections: Option<usize>,
@@ -304,6 +305,7 @@ fn default_limits(
         header_read_timeout: listener::DEFAULT_HEADER_READ_TIMEOUT,
         request_timeout: listener::DEFAULT_REQUEST_TIMEOUT,
         body_timeout: listener::DEFAULT_BODY_TIMEOUT,
+        write_timeout: listener::DEFAULT_WRITE_TIMEOUT,
         max_connections,
         max_connections_per_address,
         reserved_for_members,
@@ -349,6 +351,11 @@ fn listener_limits(
         file.body_timeout_ms,
         listener::DEFAULT_BODY_TIMEOUT,
     )?;
+    let write_timeout = timeout(
+        "write_timeout_ms",
+        file.write_timeout_ms,
+        listener::DEFAULT_WRITE_TIMEOUT,
+    )?;
     // A long poll holds its request for up to the longest `?wait`, then forwards a pop to the
     // leader within the forward deadline: a shorter request timeout would cut it.
     let longest_poll =
@@ -380,6 +387,7 @@ fn listener_limits(
         header_read_timeout,
         request_timeout,
         body_timeout,
+        write_timeout,
         max_connections: cap(
             "api_max_connections",
             file.api_max_connections,
@@ -1067,7 +1075,8 @@ mod tests {
         let set = load(
             &with(
                 "header_read_timeout_ms = 1500\napi_max_connections_per_address = 7\n\
-                 raft_max_connections = 40\nraft_reserved_connections = 10",
+                 raft_max_connections = 40\nraft_reserved_connections = 10\n\
+                 write_timeout_ms = 2500",
             ),
             1,
         )
@@ -1079,6 +1088,10 @@ mod tests {
         assert_eq!(
             set.raft_limits.header_read_timeout,
             Duration::from_millis(1500)
+        );
+        assert_eq!(
+            (set.api_limits.write_timeout, set.raft_limits.write_timeout),
+            (Duration::from_millis(2500), Duration::from_millis(2500))
         );
         assert_eq!(set.api_limits.max_connections_per_address, 7);
         assert_eq!(
@@ -1096,6 +1109,7 @@ mod tests {
         for (keys, expected) in [
             ("request_timeout_ms = 35000", "would cut long polls"),
             ("body_timeout_ms = 0", "body_timeout_ms"),
+            ("write_timeout_ms = 0", "write_timeout_ms"),
             ("api_max_connections = 0", "api_max_connections"),
             (
                 "raft_max_connections = 8\nraft_reserved_connections = 8",

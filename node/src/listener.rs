@@ -14,6 +14,10 @@
 //!   legitimate `?wait`.
 //! * **Body**: a request body that delivers nothing for [`ListenerLimits::body_timeout`] fails
 //!   (tower-http's `RequestBodyTimeout`); a body that trickles is cut by the request timeout.
+//! * **Write**: a write the client does not take for [`ListenerLimits::write_timeout`] closes
+//!   the connection (`tokio-io-timeout`). The request timeout ends when a response starts, so
+//!   without it a client that stops reading a streamed response (an unpaged list, an event
+//!   stream) would hold it, and what it holds, for as long as it kept the socket open.
 //! * **Count**: at most [`ListenerLimits::max_connections`] connections per listener and
 //!   [`ListenerLimits::max_connections_per_address`] per client IP address. A connection over
 //!   a cap is closed at once, before any byte is read, and counted in
@@ -61,6 +65,7 @@ use tickd_raft::{NodeAddr, NodeId};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_io_timeout::TimeoutStream;
 use tower::ServiceExt as _;
 use tower_http::timeout::{RequestBodyTimeout, Timeout};
 
@@ -81,6 +86,9 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default longest pause between two pieces of a request body.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default longest wait for the client to take a write of the response: a client that reads
+/// nothing for this long is gone or hostile.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on the API listener's connections.
 pub const DEFAULT_API_MAX_CONNECTIONS: usize = 512;
 /// Default cap on one client address's connections to the API listener.
@@ -106,6 +114,8 @@ pub struct ListenerLimits {
     pub request_timeout: Duration,
     /// The longest pause between two pieces of a request body.
     pub body_timeout: Duration,
+    /// The longest a write of the response may wait for the client to read.
+    pub write_timeout: Duration,
     /// The most connections the listener holds at once.
     pub max_connections: usize,
     /// The most connections one client IP address may hold (member addresses excepted).
@@ -199,6 +209,7 @@ pub async fn serve(
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     let handshake_timeout = limits.header_read_timeout;
+    let write_timeout = limits.write_timeout;
     let admission = Arc::new(Admission::new(limits));
     let refusals = Arc::new(LogLimit::new(LOG_EVERY));
     let graceful = GracefulShutdown::new();
@@ -237,6 +248,7 @@ pub async fn serve(
             watcher: graceful.watcher(),
             peer,
             open: open.clone(),
+            write_timeout,
         };
         let security = security.clone();
         let refusals = Arc::clone(&refusals);
@@ -293,6 +305,7 @@ struct Connection {
     watcher: Watcher,
     peer: SocketAddr,
     open: Gauge,
+    write_timeout: Duration,
 }
 
 impl Connection {
@@ -309,6 +322,7 @@ impl Connection {
             watcher,
             peer,
             open,
+            write_timeout,
         } = self;
         let service = service.map_request(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -317,8 +331,12 @@ impl Connection {
             }
             request
         });
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(write_timeout));
+        let connection = http.serve_connection(
+            TokioIo::new(Box::pin(stream)),
+            TowerToHyperService::new(service),
+        );
         open.increment(1.0);
         if let Err(error) = watcher.watch(connection).await {
             tracing::debug!(%error, %peer, "connection closed with an error");
@@ -447,6 +465,7 @@ mod tests {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: max,
             max_connections_per_address: per_address,
             reserved_for_members: reserved,

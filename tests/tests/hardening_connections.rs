@@ -1,7 +1,8 @@
 //! Bounded connections (issue 18, item 2), against real `tickd` processes: half-sent requests
 //! and stalled bodies are cut by the listeners' timers, one client address cannot take a
-//! listener's whole budget, and a flood of idle connections on a follower's Raft port leaves
-//! the cluster serving.
+//! listener's whole budget, a flood of idle connections on a follower's Raft port leaves
+//! the cluster serving, and a client that stops reading an unpaged list (which holds an image
+//! of the clocks) is cut by the write timeout and gives its place among a node's few back.
 //!
 //! The floods come from loopback addresses other than 127.0.0.1 (127.0.0.2 and up, all of
 //! 127.0.0.0/8 is loopback on Linux): the test nodes' own address is 127.0.0.1, which the Raft
@@ -281,4 +282,114 @@ async fn idle_connections_to_a_followers_raft_port_leave_the_cluster_serving() {
         );
     }
     drop(flood);
+}
+
+/// Opens a connection to `to` whose receive buffer is as small as the kernel allows, so that
+/// the node's writes block as soon as the client stops reading.
+async fn connect_small(to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket
+        .set_recv_buffer_size(4096)
+        .expect("a small receive buffer");
+    socket
+        .connect(to)
+        .await
+        .unwrap_or_else(|error| panic!("connect -> {to}: {error}"))
+}
+
+/// Reads what `stream` still holds until the node closes it, within `within`: the bytes, or
+/// `None` when the connection is still open at the end.
+async fn rest_until_closed(stream: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + within;
+    let mut rest = Vec::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match timeout(left, stream.read(&mut buffer)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(rest),
+            Ok(Ok(read)) => rest.extend_from_slice(&buffer[..read]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_an_unpaged_list_is_cut_and_gives_back_its_place() {
+    // Enough clocks, with long names, that a list (about 4 MB) outgrows what the sockets and
+    // hyper buffer between a node and a client that reads nothing.
+    const CLOCKS: usize = 10_000;
+    const MAX_UNPAGED_LISTS: usize = 4;
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("write_timeout_ms", SHORT_TIMEOUT_MS.to_string())
+        .start()
+        .await;
+    let padding = "x".repeat(120);
+    let names: Vec<String> = (0..CLOCKS).map(|n| format!("{padding}-{n}")).collect();
+    let registered = futures::stream::iter(&names)
+        .map(|name| register(&cluster, 1, name, "every.1.hours"))
+        .buffer_unordered(32)
+        .filter(|(status, _, _)| futures::future::ready(*status == StatusCode::CREATED))
+        .count()
+        .await;
+    assert_eq!(registered, CLOCKS);
+
+    let request = format!(
+        "GET /api/v1/clocks HTTP/1.1\r\nHost: tickd\r\nAuthorization: Bearer {}\r\n\r\n",
+        cluster.token()
+    );
+    let mut stalled = Vec::new();
+    for n in 0..MAX_UNPAGED_LISTS {
+        let mut stream = connect_small(cluster.api_addr(1)).await;
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let status = status_line(&mut stream, SLACK)
+            .await
+            .unwrap_or_else(|| panic!("list {n}: no answer"));
+        assert!(status.contains(" 200 "), "list {n}: {status}");
+        stalled.push(stream);
+    }
+    let every = || {
+        cluster
+            .client()
+            .get(format!("{}/api/v1/clocks", cluster.api_url(1)))
+            .bearer_auth(cluster.token())
+            .send()
+    };
+    let refused = every().await.expect("an answer");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key("retry-after"));
+    let message = refused.text().await.expect("a body");
+    assert!(
+        message.contains("unpaged lists") && message.contains("?limit="),
+        "{message}"
+    );
+    let page = cluster
+        .client()
+        .get(format!("{}/api/v1/clocks?limit=10", cluster.api_url(1)))
+        .bearer_auth(cluster.token())
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(page.status(), StatusCode::OK, "a page needs no place");
+
+    // Nothing is read for longer than the write timeout: each list is cut, short of its end.
+    tokio::time::sleep(Duration::from_millis(SHORT_TIMEOUT_MS) + SLACK).await;
+    for (n, mut stream) in stalled.into_iter().enumerate() {
+        let rest = rest_until_closed(&mut stream, SLACK).await.unwrap_or_else(|| {
+            panic!("list {n} is still open after its client read nothing for longer than write_timeout_ms")
+        });
+        assert!(
+            !rest.ends_with(b"0\r\n\r\n"),
+            "list {n} was sent to its end ({} more bytes): it did not outgrow the buffers",
+            rest.len()
+        );
+    }
+    let whole = every().await.expect("an answer");
+    assert_eq!(
+        whole.status(),
+        StatusCode::OK,
+        "the cut lists gave their places back"
+    );
+    let clocks: Vec<serde_json::Value> = whole.json().await.expect("the whole list");
+    assert_eq!(clocks.len(), CLOCKS);
 }

@@ -1,5 +1,7 @@
 //! `/api/v1/clocks`: register, list, read, and the pause / resume / tick actions (SPEC §2).
 
+use std::time::Instant;
+
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, RawQuery, State};
@@ -148,8 +150,11 @@ pub async fn register(
         with `!` negates it. PENDING clocks are left out unless `status` is given (Ticktok \
         compat). Clocks come in id order. For a large cluster, `limit` answers one page and a \
         `Link: <…>; rel=\"next\"` header gives the next one (`after` = the last id of this \
-        page); the body keeps its shape, a plain array. Any other query key but \
-        `access_token` is a 400. Linearizable on every node.",
+        page); the body keeps its shape, a plain array. Without `limit` the whole list is \
+        sent as the client reads it, from the clocks as they were when it began: a node sends \
+        at most 4 such lists at once and cuts one not read to its end within 600 s (or that \
+        the client stops reading, after the listener's write timeout) before its closing \
+        `]`. Any other query key but `access_token` is a 400. Linearizable on every node.",
     params(
         ("name" = Option<String>, Query, description = "The exact name, or `!name`"),
         ("schedule" = Option<String>, Query, description = "The exact schedule, or `!schedule`"),
@@ -169,8 +174,8 @@ pub async fn register(
                 match: the next page's URL, `rel=\"next\"`"))),
         (status = 400, description = "An unknown filter key or status", body = ErrorBody),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
-        (status = 503, description = "No leader reachable to confirm the read",
-            body = ErrorBody),
+        (status = 503, description = "No leader reachable to confirm the read, or (without \
+            `limit`) the node sends its most unpaged lists already", body = ErrorBody),
     ),
 )]
 pub async fn list(
@@ -191,7 +196,9 @@ pub async fn list(
     // over every one of them, which the state machine must not wait for.
     let selection = app.replica.state().read().registry.select(filter);
     let Some(limit) = page.limit else {
-        let body = list_body::streamed(selection, base, page.after);
+        let slot = app.unpaged_lists.take()?;
+        let deadline = Instant::now() + list_body::UNPAGED_LIST_DEADLINE;
+        let body = list_body::streamed(selection, base, page.after, slot, deadline);
         return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
     };
     let (body, last) = list_body::page(selection, base.clone(), page.after, limit).await?;

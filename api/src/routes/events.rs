@@ -25,7 +25,6 @@ use std::collections::BinaryHeap;
 use std::collections::hash_map::DefaultHasher;
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -33,7 +32,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Serialize;
 use tickd_domain::{Channel, Clock, ClockStatus, ClocksStamp, RegistryImage};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -41,6 +39,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::long_pass::off_the_runtime;
 use crate::routes::cluster::{ClusterStatus, status};
 use crate::routes::stats::TickStats;
+use crate::slots::{Slot, Slots};
 
 /// How often a stream looks for a change of the cluster.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -55,14 +54,13 @@ pub const MAX_LISTED: usize = 1_000;
 /// The most event streams one node serves at once.
 pub const MAX_STREAMS: usize = 32;
 
-/// The streams a node may still open.
-#[derive(Clone)]
-pub struct StreamSlots(Arc<Semaphore>);
-
-impl Default for StreamSlots {
-    fn default() -> Self {
-        StreamSlots(Arc::new(Semaphore::new(MAX_STREAMS)))
-    }
+/// The places for this node's event streams.
+pub(crate) fn stream_slots() -> Slots {
+    Slots::new(
+        MAX_STREAMS,
+        "event streams",
+        "retry later or use another node",
+    )
 }
 
 /// The body of a `clocks` event.
@@ -133,20 +131,7 @@ impl ClockSummary {
 pub async fn events(
     State(app): State<AppState>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let permit = app
-        .event_streams
-        .0
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| {
-            ApiError::new(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "this node serves {MAX_STREAMS} event streams already; retry later or use \
-                 another node"
-                ),
-            )
-        })?;
+    let permit = app.event_streams.take()?;
     let watcher = Watcher {
         app,
         _permit: permit,
@@ -170,7 +155,7 @@ pub async fn events(
 struct Watcher {
     app: AppState,
     /// Held for the stream's life: its slot among [`MAX_STREAMS`].
-    _permit: OwnedSemaphorePermit,
+    _permit: Slot,
     cluster_key: Option<ClusterKey>,
     cluster_sent: Option<Instant>,
     /// The clocks as of the registry's last stamp this stream saw.
