@@ -9,7 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tickd_domain::{
-    Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Outcome, Schedule, validate_name,
+    Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Outcome, Schedule, Selection,
+    validate_name,
 };
 use utoipa::ToSchema;
 
@@ -191,16 +192,15 @@ pub async fn list(
     let filter = ClockFilter::from_pairs(filters).map_err(|error| {
         ApiError::bad_request(format!("{error}; the list also takes limit and after"))
     })?;
-    app.replica.linearize().await?;
-    // Taken under the lock, walked without it: an unpaged list of a million clocks passes
-    // over every one of them, which the state machine must not wait for.
-    let selection = app.replica.state().read().registry.select(filter);
     let Some(limit) = page.limit else {
+        // The place first: a list the node would refuse costs no read round.
         let slot = app.unpaged_lists.take()?;
+        let selection = linearized_selection(&app, filter).await?;
         let deadline = Instant::now() + list_body::UNPAGED_LIST_DEADLINE;
         let body = list_body::streamed(selection, base, page.after, slot, deadline);
         return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
     };
+    let selection = linearized_selection(&app, filter).await?;
     let (body, last) = list_body::page(selection, base.clone(), page.after, limit).await?;
     let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     if let Some(last) = last {
@@ -210,6 +210,14 @@ pub async fn list(
         }
     }
     Ok(response)
+}
+
+/// The clocks that match `filter`, read after a linearized read round. Taken under the lock,
+/// walked without it: an unpaged list of a million clocks passes over every one of them, which
+/// the state machine must not wait for.
+async fn linearized_selection(app: &AppState, filter: ClockFilter) -> Result<Selection, ApiError> {
+    app.replica.linearize().await?;
+    Ok(app.replica.state().read().registry.select(filter))
 }
 
 /// The most clocks one page of `GET /api/v1/clocks` holds.
