@@ -7,9 +7,8 @@
 //! loaded, never serialized, and kept exact by apply (registration, resume, pause, purge,
 //! restore, and every intent for the clocks it visited).
 
-use std::collections::BTreeSet;
-
 use crate::clock::ClockId;
+use crate::packed_set::PackedSet;
 
 /// Active clocks with an interval schedule, by their next instant to file.
 ///
@@ -19,7 +18,7 @@ use crate::clock::ClockId;
 /// the key kept in the cursor 8.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct DueIndex {
-    by_instant: BTreeSet<(u64, ClockId)>,
+    by_instant: PackedSet<(u64, ClockId)>,
 }
 
 impl DueIndex {

@@ -65,6 +65,7 @@ mod ledger_snapshot;
 pub mod level;
 mod literals;
 mod load;
+mod packed_set;
 mod pair_index;
 mod queue_index;
 mod records;

@@ -10,11 +10,11 @@
 //! clocks of that name (and of any name that shares its 48 bits), not a pass over the
 //! registry. The literal needs few bits: one name has few schedules.
 
-use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
 
 use crate::clock::{Clock, ClockId};
 use crate::key_hash::key_hash;
+use crate::packed_set::PackedSet;
 use crate::records::ClockRecords;
 
 /// The bits of a key that come from the literal's hash; the rest come from the name's.
@@ -26,7 +26,7 @@ const LITERAL_MASK: u64 = (1 << LITERAL_BITS) - 1;
 /// Clock ids by a key made of their name's and schedule literal's hashes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PairIndex {
-    entries: BTreeSet<(u64, ClockId)>,
+    entries: PackedSet<(u64, ClockId)>,
 }
 
 impl PairIndex {
@@ -71,7 +71,7 @@ impl PairIndex {
     ) -> impl Iterator<Item = &'a Clock> {
         let (first, last) = keys.into_inner();
         self.entries
-            .range((first, ClockId::new(String::new()))..)
+            .iter_from(&(first, ClockId::new(String::new())))
             .take_while(move |(key, _)| *key <= last)
             .filter_map(|(_, id)| clocks.get(id))
     }
@@ -155,7 +155,9 @@ mod tests {
         let second = clock("c2", "invoices", "@never");
         let key = pair_key("orders", "@never");
         let index = PairIndex {
-            entries: [(key, first.id.clone()), (key, second.id.clone())].into(),
+            entries: [(key, first.id.clone()), (key, second.id.clone())]
+                .into_iter()
+                .collect(),
         };
         let clocks = by_id([first, second]);
         let found = index
@@ -235,7 +237,8 @@ mod tests {
                 (prefix | LITERAL_MASK, high.id.clone()),
                 (prefix.wrapping_add(LITERAL_MASK + 1), outside.id.clone()),
             ]
-            .into(),
+            .into_iter()
+            .collect(),
         };
         let clocks = by_id([low, high, outside]);
         let named = ids(index.named(&clocks, "orders"));

@@ -5,16 +5,15 @@
 //! checks each candidate clock's own queue: a collision costs a comparison, never a wrong
 //! clock.
 
-use std::collections::BTreeSet;
-
 use crate::clock::{Channel, Clock, ClockId, QueueId};
 use crate::key_hash::key_hash;
+use crate::packed_set::PackedSet;
 use crate::records::ClockRecords;
 
 /// Clock ids by the hash of their http queue's id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct QueueIndex {
-    entries: BTreeSet<(u64, ClockId)>,
+    entries: PackedSet<(u64, ClockId)>,
 }
 
 impl QueueIndex {
@@ -32,7 +31,7 @@ impl QueueIndex {
     pub(crate) fn find<'a>(&self, clocks: &'a ClockRecords, queue: &QueueId) -> Option<&'a Clock> {
         let key = key_hash(queue);
         self.entries
-            .range((key, ClockId::new(String::new()))..)
+            .iter_from(&(key, ClockId::new(String::new())))
             .take_while(|(candidate, _)| *candidate == key)
             .filter_map(|(_, id)| clocks.get(id))
             .find(|clock| matches!(&clock.channel, Channel::Http { queue_id } if queue_id == queue))
@@ -91,7 +90,8 @@ mod tests {
                 (key, ClockId::new("c1".into())),
                 (key, ClockId::new("c2".into())),
             ]
-            .into(),
+            .into_iter()
+            .collect(),
         };
         let found = index.find(&clocks, &queue("q1")).map(|c| c.id.to_string());
         assert_eq!(found.as_deref(), Some("c2"));
