@@ -642,15 +642,18 @@ impl Registry {
 
     /// Rebuilds the due index for every clock (a loaded or restored registry), from nothing:
     /// a ledger that comes from elsewhere may carry instants of an index that is not this one.
+    ///
+    /// The records are walked in id order, and clocks of one schedule share their next
+    /// instant, so most entries land at the end of their instant's run: the packed index
+    /// moves next to nothing for them, and fills its blocks nearly as well as random inserts
+    /// do (94 % against 98 %, `packed_set` tests).
     fn reindex_all(&mut self) {
-        self.due = DueIndex::default();
-        let mut ids: Vec<ClockId> = self.clocks.clocks().map(|clock| clock.id.clone()).collect();
-        // Clocks of one schedule share their next instant; in id order they would fill the
-        // index's nodes by half (see `shared_map`).
-        shared_map::scramble(&mut ids);
-        for id in &ids {
-            self.reindex(id, None);
+        let watermark = self.ledger.intended_through_ms;
+        let mut due = DueIndex::default();
+        for (clock, cursor) in self.clocks.with_cursors() {
+            due.set(&clock.id, None, due_key_of(clock, cursor, watermark));
         }
+        self.due = due;
     }
 
     /// The instant the due index files a clock under, computed from the state: the first
@@ -667,12 +670,7 @@ impl Registry {
     /// being indexed (only a resume from a pause starts a clock ticking).
     fn due_key(&self, id: &ClockId) -> Option<u64> {
         let (clock, cursor) = self.clocks.with_cursor(id)?;
-        let cursor = cursor.filter(|_| clock.status == ClockStatus::Active)?;
-        let after = self.ledger.intended_through_ms.max(cursor.ticks_from_ms);
-        clock
-            .schedule
-            .next_instant_after(after)
-            .filter(|instant| *instant != 0)
+        due_key_of(clock, cursor, self.ledger.intended_through_ms)
     }
 
     /// Moves a clock in the due index from `previous`, the key it was filed under before the
@@ -1038,6 +1036,17 @@ fn file_due_ticks(
 /// The scheduled tick of `clock` at `instant_ms`.
 fn scheduled_tick(clock: &Clock, instant_ms: u64) -> Tick {
     Tick::scheduled(&clock.id, &clock.name, &clock.schedule, instant_ms)
+}
+
+/// The due index's key of `clock` with `cursor` under the intent watermark `intended_through_ms`
+/// (see [`Registry::due_key`]).
+fn due_key_of(clock: &Clock, cursor: Option<&Cursor>, intended_through_ms: u64) -> Option<u64> {
+    let cursor = cursor.filter(|_| clock.status == ClockStatus::Active)?;
+    let after = intended_through_ms.max(cursor.ticks_from_ms);
+    clock
+        .schedule
+        .next_instant_after(after)
+        .filter(|instant| *instant != 0)
 }
 
 /// Where a clock's ticks are filed.
