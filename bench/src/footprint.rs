@@ -191,12 +191,15 @@ fn parse_rss(status: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// What a node logs when it has built a snapshot (`tickd_storage`'s state machine).
+pub(crate) const SNAPSHOT_BUILT: &str = "snapshot built";
+
 /// The size and build time of the last snapshot a node's log reports.
 pub(crate) fn last_snapshot(log: &str) -> Option<(u64, u64)> {
     let line = log
         .lines()
         .rev()
-        .find(|line| line.contains("snapshot built"))?;
+        .find(|line| line.contains(SNAPSHOT_BUILT))?;
     let field = |name: &str| -> Option<u64> {
         let start = line.find(&format!("{name}="))? + name.len() + 1;
         line[start..]

@@ -16,7 +16,7 @@ use tickd_tests::process::cpu_percent;
 
 use crate::client::Registration;
 use crate::consumer::now_ms;
-use crate::footprint::{ResidentParts, last_snapshot, resident_parts_of_node};
+use crate::footprint::{ResidentParts, SNAPSHOT_BUILT, last_snapshot, resident_parts_of_node};
 use crate::footprint::{restart_to_serving, rss_of_node, rss_of_nodes};
 use crate::node_metrics;
 use crate::population::Population;
@@ -176,7 +176,7 @@ async fn at_rest(cluster: &TestCluster, pids: &[u32]) -> Result<Rest, String> {
         cluster
             .node_ids()
             .into_iter()
-            .map(|id| cluster.log(id).matches("snapshot built").count())
+            .map(|id| cluster.log(id).matches(SNAPSHOT_BUILT).count())
             .collect()
     };
     let mut windows_with_snapshot = 0;
