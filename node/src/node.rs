@@ -52,7 +52,7 @@ pub enum NodeError {
     Broker(#[from] BrokerConfigError),
     /// The HTTP client for peers could not be built.
     #[error("cannot build the HTTP client for peers: {0}")]
-    Transport(#[from] reqwest::Error),
+    Transport(#[from] tickd_raft::network::ClientSetupError),
     /// A listening address is taken or not local.
     #[error("cannot listen on {address} ({what}): {source}; is another tickd running there?")]
     Listen {
@@ -275,6 +275,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         replica.clone(),
         stopped.clone(),
     ));
+    tokio::spawn(tickd_raft::progress::run(replica.clone(), stopped.clone()));
     tokio::spawn(tickd_raft::level_monitor::run(
         replica.clone(),
         stopped.clone(),

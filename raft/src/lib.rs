@@ -13,7 +13,10 @@
 //! * [`network`]: the client side of the Raft RPCs, one pooled `reqwest::Client` per process.
 //!   A refused connection is reported as `Unreachable`, so openraft backs off instead of
 //!   hammering a dead peer; an answer that misses its deadline is not, so a busy follower gets
-//!   the next append at once.
+//!   the next append at once. An append whose entries take longer than openraft's 100 ms
+//!   deadline (a large restore, a follower with a slow disk) goes on in a task of its own with a
+//!   deadline of its size ([`append_flight`]), and openraft's next attempt waits on it instead
+//!   of sending the same entries again.
 //! * [`rpc`]: the server side, an axum router on the node's Raft address. Every request must
 //!   come from a member ([`peer_auth`]): over plain HTTP it carries the cluster secret
 //!   ([`secret`]); under mutual TLS the listener has verified the caller's certificate. A
@@ -25,6 +28,9 @@
 //!   (`batching`), so one append, fsync and replication round carries many of them.
 //! * [`telemetry`]: this node's role, term and indexes, forwarded requests and the replicated
 //!   state's size, as metrics.
+//! * [`progress`]: the leader's judgement of replication's progress: a follower that takes no
+//!   entry for ten seconds is reported, and a leader that commits nothing for as long reports
+//!   DOWN.
 //! * [`failure`]: tells when openraft's core stopped on an error, so that the node reports
 //!   DOWN and exits instead of lingering.
 //! * [`proof`]: how a node proves it holds the cluster secret without anyone sending it to an
@@ -49,6 +55,7 @@
 //! Above: `tickd-api` (HTTP routes) and the `tickd` binary, which wires storage, network and
 //! API together. Below: `tickd-domain`, the pure registry this state machine replicates.
 
+pub mod append_flight;
 mod batching;
 pub mod clock_monitor;
 pub mod cluster_clock;
@@ -57,6 +64,7 @@ pub mod level_monitor;
 pub mod membership;
 pub mod network;
 pub mod peer_auth;
+pub mod progress;
 pub mod proof;
 pub mod replica;
 pub mod rpc;

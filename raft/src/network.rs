@@ -25,9 +25,12 @@ use openraft::raft::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use tokio::time::Instant;
+
+use crate::append_flight::{AppendAnswer, AppendFlight, AppendRange, Boarding, flight_deadline};
 use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
-use crate::{NodeAddr, NodeId, TypeConfig};
+use crate::{NodeAddr, NodeId, TypeConfig, telemetry};
 
 /// Path of the append-entries RPC.
 pub const APPEND_PATH: &str = "/raft/append";
@@ -91,6 +94,14 @@ pub enum TransportError {
         /// The body of the refusal.
         message: String,
     },
+    /// The request could not be encoded as JSON: a bug, not a fault of the peer.
+    #[error("a request to peer {addr} could not be encoded: {source}")]
+    Unencodable {
+        /// The peer's address.
+        addr: String,
+        /// The encoding error.
+        source: serde_json::Error,
+    },
     /// The peer answered 200 with a body that does not decode.
     #[error("peer {addr} sent an answer that does not decode: {source}")]
     Garbled {
@@ -108,6 +119,25 @@ pub enum TransportError {
         /// The limit that was exceeded.
         limit: usize,
     },
+}
+
+impl TransportError {
+    /// What went wrong, in words that hold nothing the peer sent (no body, no message of its):
+    /// safe to hand back to whoever asked for the call, when the peer is any address an
+    /// operator typed (adding a node). The whole error goes to this node's log.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::Unreachable { source, .. } if source.is_connect() => {
+                "no connection could be made".to_owned()
+            }
+            Self::Unreachable { .. } => "the connection failed".to_owned(),
+            Self::Slow { .. } => "it did not answer in time".to_owned(),
+            Self::Refused { status, .. } => format!("it answered HTTP {status}"),
+            Self::Unencodable { .. } => "the request could not be encoded".to_owned(),
+            Self::Garbled { .. } => "its answer is not a tickd node's".to_owned(),
+            Self::TooLarge { limit, .. } => format!("its answer was larger than {limit} bytes"),
+        }
+    }
 }
 
 /// Reads `response`'s body a chunk at a time, and stops with `Ok(None)` as soon as it would
@@ -142,6 +172,28 @@ pub enum PeerSecurity {
     MutualTls(Box<rustls::ClientConfig>),
 }
 
+/// A TLS client configuration that trusts nothing, for an HTTP client that only ever speaks
+/// plain HTTP: building it needs no root certificates from the system.
+pub fn unused_tls() -> Result<rustls::ClientConfig, rustls::Error> {
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth())
+}
+
+/// Why the peers' HTTP client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientSetupError {
+    /// reqwest refused the settings.
+    #[error("{0}")]
+    Http(#[from] reqwest::Error),
+    /// The TLS configuration could not be made.
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
 /// The pooled HTTP client for all node-to-node calls.
 #[derive(Clone, Debug)]
 pub struct PeerTransport {
@@ -165,14 +217,21 @@ impl PeerTransport {
         secret: ClusterSecret,
         dial: BTreeMap<NodeId, String>,
         security: PeerSecurity,
-    ) -> Result<Self, reqwest::Error> {
+    ) -> Result<Self, ClientSetupError> {
         let builder = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60));
         let (builder, scheme, sends_secret) = match security {
-            PeerSecurity::Secret => (builder, "http", true),
+            // Plain HTTP: no TLS is ever spoken, so none is configured. reqwest's default would
+            // load the system's roots, and a slim image without `ca-certificates` has none: the
+            // node would not start for want of something it never uses.
+            PeerSecurity::Secret => (
+                builder.tls_backend_preconfigured(unused_tls()?),
+                "http",
+                true,
+            ),
             PeerSecurity::MutualTls(config) => (
                 builder.tls_backend_preconfigured(*config).https_only(true),
                 "https",
@@ -211,7 +270,29 @@ impl PeerTransport {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        let request = self.client.post(self.url(addr, path)).json(body);
+        let body = serde_json::to_vec(body).map_err(|source| TransportError::Unencodable {
+            addr: addr.to_string(),
+            source,
+        })?;
+        self.post_encoded(addr, path, body, timeout).await
+    }
+
+    /// POSTs `body`, already encoded as JSON, to `{addr}{path}` and decodes the JSON answer.
+    pub async fn post_encoded<Resp>(
+        &self,
+        addr: &str,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Resp, TransportError>
+    where
+        Resp: DeserializeOwned,
+    {
+        let request = self
+            .client
+            .post(self.url(addr, path))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         self.send(addr, self.authenticated(request), timeout).await
     }
 
@@ -320,50 +401,107 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
 
     async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> PeerConnection {
         PeerConnection {
-            target,
-            addr: self.transport.address_of(target, node).to_string(),
-            transport: self.transport.clone(),
+            peer: Peer {
+                target,
+                addr: self.transport.address_of(target, node).to_string(),
+                transport: self.transport.clone(),
+            },
+            appends: AppendFlight::default(),
         }
     }
 }
 
-/// The RPC channel to one peer.
-#[derive(Debug)]
+/// The RPC channel to one peer, for one replication stream (one leader term).
 pub struct PeerConnection {
+    peer: Peer,
+    /// The append in flight to this peer, which may outlive openraft's deadline.
+    appends: AppendFlight,
+}
+
+/// Whom a connection calls, and through what.
+#[derive(Clone, Debug)]
+struct Peer {
     target: NodeId,
     addr: String,
     transport: PeerTransport,
 }
 
-impl PeerConnection {
+impl Peer {
     async fn call<Req, Resp, E>(
         &self,
         path: &str,
         rpc: &Req,
-        option: &RPCOption,
+        timeout: Duration,
     ) -> Result<Resp, RPCError<NodeId, NodeAddr, RaftError<NodeId, E>>>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let answer: Result<Resp, RaftError<NodeId, E>> = self
-            .transport
-            .post(&self.addr, path, rpc, option.hard_ttl())
-            .await
-            .map_err(|error| match &error {
-                // A dead or misconfigured peer: openraft should back off.
-                TransportError::Unreachable { .. }
-                | TransportError::Refused { .. }
-                | TransportError::TooLarge { .. } => {
-                    RPCError::Unreachable(Unreachable::new(&error))
-                }
-                // A slow answer is retried with the next event, as openraft's own timeout is.
-                TransportError::Slow { .. } | TransportError::Garbled { .. } => {
-                    RPCError::Network(NetworkError::new(&error))
-                }
-            })?;
+        let answer = self.transport.post(&self.addr, path, rpc, timeout).await;
+        self.judge(answer)
+    }
+
+    /// Turns a transport's answer into openraft's terms.
+    #[allow(
+        clippy::result_large_err,
+        reason = "openraft's RPC error, as its network trait returns it"
+    )]
+    fn judge<Resp, E>(
+        &self,
+        answer: Result<Result<Resp, RaftError<NodeId, E>>, TransportError>,
+    ) -> Result<Resp, RPCError<NodeId, NodeAddr, RaftError<NodeId, E>>>
+    where
+        E: std::error::Error,
+    {
+        let answer = answer.map_err(|error| match &error {
+            // A dead or misconfigured peer: openraft should back off.
+            TransportError::Unreachable { .. }
+            | TransportError::Refused { .. }
+            | TransportError::TooLarge { .. }
+            | TransportError::Unencodable { .. } => RPCError::Unreachable(Unreachable::new(&error)),
+            // A slow answer is retried with the next event, as openraft's own timeout is.
+            TransportError::Slow { .. } | TransportError::Garbled { .. } => {
+                RPCError::Network(NetworkError::new(&error))
+            }
+        })?;
         answer.map_err(|remote| RPCError::RemoteError(RemoteError::new(self.target, remote)))
+    }
+
+    /// Sends `rpc` in a task of its own, with a deadline of its encoded size and the
+    /// follower's `typical` append time ([`flight_deadline`]).
+    fn launch_append(
+        &self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        typical: Duration,
+    ) -> tokio::task::JoinHandle<AppendAnswer> {
+        let peer = self.clone();
+        tokio::spawn(async move {
+            let body = serde_json::to_vec(&rpc).map_err(|source| {
+                let error = TransportError::Unencodable {
+                    addr: peer.addr.clone(),
+                    source,
+                };
+                RPCError::Unreachable(Unreachable::new(&error))
+            })?;
+            telemetry::record_append_sent(peer.target, body.len());
+            let deadline = flight_deadline(body.len(), typical);
+            let answer = peer
+                .transport
+                .post_encoded(&peer.addr, APPEND_PATH, body, deadline)
+                .await;
+            peer.judge(answer)
+        })
+    }
+
+    /// Sends the follower an empty append from `prev`, answered or not within a heartbeat:
+    /// it tells the follower that its leader lives while a flight is still on its way.
+    fn keepalive(&self, heartbeat: AppendEntriesRequest<TypeConfig>) {
+        let peer = self.clone();
+        tokio::spawn(async move {
+            let deadline = Duration::from_millis(crate::timing::HEARTBEAT_MS);
+            let _: AppendAnswer = peer.call(APPEND_PATH, &heartbeat, deadline).await;
+        });
     }
 }
 
@@ -373,7 +511,32 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
-        self.call(APPEND_PATH, &rpc, &option).await
+        // A heartbeat is small and answered without a write: it goes straight out.
+        if rpc.entries.is_empty() {
+            return self.peer.call(APPEND_PATH, &rpc, option.hard_ttl()).await;
+        }
+        let asked = AppendRange::of(&rpc);
+        match self.appends.prepare(&asked, Instant::now()) {
+            Boarding::Start => {
+                let task = self.peer.launch_append(rpc, self.appends.typical());
+                self.appends.depart(asked.clone(), task, Instant::now());
+            }
+            Boarding::Join { keepalive } => {
+                if keepalive {
+                    self.peer.keepalive(AppendEntriesRequest {
+                        vote: rpc.vote,
+                        prev_log_id: rpc.prev_log_id,
+                        leader_commit: rpc.leader_commit,
+                        entries: Vec::new(),
+                    });
+                }
+            }
+        }
+        let (answer, flown) = self.appends.land(&asked).await;
+        if let Some((took, carried)) = flown {
+            telemetry::record_append(self.peer.target, took, carried);
+        }
+        answer
     }
 
     async fn install_snapshot(
@@ -384,7 +547,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        self.call(SNAPSHOT_PATH, &rpc, &option).await
+        self.peer.call(SNAPSHOT_PATH, &rpc, option.hard_ttl()).await
     }
 
     async fn vote(
@@ -392,7 +555,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
-        self.call(VOTE_PATH, &rpc, &option).await
+        self.peer.call(VOTE_PATH, &rpc, option.hard_ttl()).await
     }
 }
 
@@ -413,11 +576,13 @@ mod tests {
     }
 
     fn connection_to(addr: String) -> PeerConnection {
-        let transport = plain_transport();
         PeerConnection {
-            target: 2,
-            addr,
-            transport,
+            peer: Peer {
+                target: 2,
+                addr,
+                transport: plain_transport(),
+            },
+            appends: AppendFlight::default(),
         }
     }
 
@@ -492,6 +657,41 @@ mod tests {
                 "announced={announced}: {answer:?}"
             );
         }
+    }
+
+    /// What a refusal says is not repeated by its summary: a peer's address may be anything an
+    /// operator typed, and its body must not travel back to the caller (a fixed-path reader).
+    #[tokio::test]
+    async fn a_summary_holds_nothing_the_peer_sent() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("its address").to_string();
+        let talker = tokio::spawn(async move {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).await;
+            let body = "internal-admin-page: password=hunter2";
+            let answer = format!(
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+        });
+        let answer: Result<serde_json::Value, _> = plain_transport()
+            .get(&addr, STATUS_PATH, Duration::from_secs(5))
+            .await;
+        talker.abort();
+        let error = answer.expect_err("a 500 is a refusal");
+        assert!(
+            error.to_string().contains("hunter2"),
+            "the log keeps it: {error}"
+        );
+        assert_eq!(error.summary(), "it answered HTTP 500");
     }
 
     /// A refused connection means the peer is down: openraft backs off.

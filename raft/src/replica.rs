@@ -27,6 +27,7 @@ use crate::membership::{self, CATCH_UP_TIMEOUT, Members, MembershipChange, Membe
 use crate::network::{
     MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH,
 };
+use crate::progress::{ProgressCell, ReplicationProgress};
 use crate::status::NodeStatus;
 use crate::telemetry;
 use crate::{NodeAddr, NodeId, Raft, Response, StateHandle};
@@ -82,6 +83,8 @@ pub struct Replica {
     reads: ReadRounds<ReadIndex>,
     /// The spaced rounds of [`Self::linearize_throttled`].
     throttled_reads: ReadRounds<ReadIndex>,
+    /// The leader's latest judgement of replication's progress (see [`crate::progress`]).
+    progress: ProgressCell,
 }
 
 /// How this node reaches the leader: itself when it leads, else the leader's internal routes.
@@ -137,6 +140,7 @@ impl Replica {
             throttled_reads: read_index_rounds(&route, THROTTLED_READ_SPACING),
             route,
             state,
+            progress: ProgressCell::default(),
         }
     }
 
@@ -160,6 +164,15 @@ impl Replica {
         &self.route.clock
     }
 
+    /// Whether replication progresses, as this node last judged it (empty unless it leads).
+    pub fn progress(&self) -> ReplicationProgress {
+        self.progress.get()
+    }
+
+    pub(crate) fn progress_cell(&self) -> &ProgressCell {
+        &self.progress
+    }
+
     /// The transport shared with the Raft network.
     pub fn transport(&self) -> &PeerTransport {
         &self.route.transport
@@ -180,6 +193,31 @@ impl Replica {
             Span::current().record("index", index);
         }
         tracing::debug!("committed");
+        response.outcome.ok_or_else(|| {
+            ReplicaError::Stopped("the state machine returned no outcome for a command".into())
+        })
+    }
+
+    /// Commits a command whose entry is large (a restore of `bytes`), alone rather than in a
+    /// batch, with the forwarding deadline extended by the time its bytes take at
+    /// [`crate::append_flight::SLOWEST_BYTES_PER_SECOND`]: forwarding it, appending it and
+    /// replicating it take longer in proportion, and a deadline sized for one registration
+    /// would give up on a restore that is still on its way.
+    pub async fn write_large(
+        &self,
+        command: Command,
+        bytes: usize,
+    ) -> Result<Outcome, ReplicaError> {
+        let transfer_ms =
+            (bytes as u64).saturating_mul(1_000) / crate::append_flight::SLOWEST_BYTES_PER_SECOND;
+        let deadline = self
+            .route
+            .deadline
+            .saturating_add(Duration::from_millis(transfer_ms));
+        let response = with_retries(deadline, |remaining| {
+            self.route.try_write(command.clone(), remaining)
+        })
+        .await?;
         response.outcome.ok_or_else(|| {
             ReplicaError::Stopped("the state machine returned no outcome for a command".into())
         })

@@ -48,6 +48,21 @@ pub const CLOCK_OFFSET_UNCERTAINTY: &str = "tickd_clock_offset_uncertainty_secon
 /// campaign or fire ticks), else 1 (also before the first measurement, a second after start-up,
 /// so that an alert on 0 has its series from the start).
 pub const CLOCK_WITHIN_BOUND: &str = "tickd_clock_within_bound";
+/// How long appends to a follower took, end to end (send, the follower's write and fsync,
+/// the answer), by peer.
+pub const APPEND_DURATION: &str = "tickd_raft_append_seconds";
+/// Bytes of entries this leader sent to a follower in appends, by peer: replication's
+/// traffic, and what a large entry costs.
+pub const APPEND_BYTES: &str = "tickd_raft_append_bytes_total";
+/// Appends that outlived openraft's heartbeat-long deadline and were waited on by its next
+/// attempt instead of being sent again, by peer (see `crate::append_flight`).
+pub const APPENDS_CARRIED: &str = "tickd_raft_appends_carried_total";
+/// 1 while this leader sees a follower's match stay behind without moving for
+/// `crate::progress::STALL_AFTER`, else 0, by peer.
+pub const FOLLOWER_STALLED: &str = "tickd_raft_follower_stalled";
+/// 1 while this leader has committed nothing for `crate::progress::STALL_AFTER` while entries
+/// wait (its health is DOWN), else 0.
+pub const COMMIT_STALLED: &str = "tickd_raft_commit_stalled";
 /// Clocks in the registry, by status.
 pub const CLOCKS: &str = "tickd_clocks";
 /// RabbitMQ ticks committed and not yet confirmed by the broker.
@@ -120,6 +135,33 @@ pub fn describe() {
         WRITE_BATCH,
         "How many client writes one proposal of this node carried (1 when the node is idle)"
     );
+    describe_histogram!(
+        APPEND_DURATION,
+        Unit::Seconds,
+        "How long one append to a follower took, end to end (send, the follower's write and \
+         fsync, the answer), by peer"
+    );
+    describe_counter!(
+        APPEND_BYTES,
+        Unit::Bytes,
+        "Bytes of appends (entries, encoded) this leader sent to a follower, by peer"
+    );
+    describe_counter!(
+        APPENDS_CARRIED,
+        "Appends that outlived openraft's heartbeat-long deadline and were waited on by its \
+         next attempt instead of being sent again, by peer"
+    );
+    describe_gauge!(
+        FOLLOWER_STALLED,
+        "1 while this leader sees a follower take no entry for 10 s while entries wait, else \
+         0, by peer"
+    );
+    describe_gauge!(
+        COMMIT_STALLED,
+        "1 while this leader has committed nothing for 10 s while entries wait (its health is \
+         DOWN), else 0"
+    );
+    gauge!(COMMIT_STALLED).set(0.0);
     describe_gauge!(CLOCKS, "Clocks in the registry, by status");
     describe_gauge!(
         OUTBOX_TICKS,
@@ -213,6 +255,21 @@ pub fn record_state(state: &StateHandle) {
 pub(crate) fn record_forwarded(route: &'static str, result: &'static str, took: Duration) {
     counter!(FORWARDED, "route" => route, "result" => result).increment(1);
     histogram!(FORWARD_DURATION, "route" => route).record(took.as_secs_f64());
+}
+
+/// Records one append to `peer` that was answered after `took`; `carried` when it outlived
+/// openraft's deadline.
+pub(crate) fn record_append(peer: NodeId, took: Duration, carried: bool) {
+    let peer = peer.to_string();
+    histogram!(APPEND_DURATION, "peer" => peer.clone()).record(took.as_secs_f64());
+    if carried {
+        counter!(APPENDS_CARRIED, "peer" => peer).increment(1);
+    }
+}
+
+/// Records an append of `bytes` sent to `peer`.
+pub(crate) fn record_append_sent(peer: NodeId, bytes: usize) {
+    counter!(APPEND_BYTES, "peer" => peer.to_string()).increment(bytes as u64);
 }
 
 /// Records the number of client writes one proposal carries.

@@ -78,6 +78,11 @@ struct MemberStatus {
     version: Option<String>,
     /// The cluster levels its binary supports, as `lowest..=highest`, when it answered.
     levels: Option<String>,
+    /// How long, in milliseconds, it has taken no entry while entries wait for it, once that is
+    /// at least 10 s: it cannot keep up (a slow or full disk, a cut link). Known only to the
+    /// leader, so present only in the leader's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stalled_ms: Option<u64>,
 }
 
 /// The handler.
@@ -120,6 +125,7 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
         }
     });
     let answers = join_all(polls).await;
+    let stalled = app.replica.progress().stalled_followers;
     let mut offsets = app.replica.clock().offsets();
     offsets.insert(
         metrics.id,
@@ -154,6 +160,9 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
                 levels: answer
                     .as_ref()
                     .map(|status| status.supported_levels().to_string()),
+                stalled_ms: stalled
+                    .get(&id)
+                    .map(|stuck| u64::try_from(stuck.as_millis()).unwrap_or(u64::MAX)),
                 clock_within_bound: answer.and_then(|status| status.clock).and_then(|verdict| {
                     match verdict {
                         Verdict::Within => Some(true),

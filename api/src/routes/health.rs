@@ -1,5 +1,5 @@
 //! `GET /mgmt/health` (SPEC §2): UP when this node is a member of a cluster with a known leader
-//! and its consensus core runs.
+//! and its consensus core runs, and, on the leader, while it commits ([`tickd_raft::progress`]).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -23,7 +23,8 @@ pub struct Health {
 enum HealthStatus {
     /// A member of a cluster with a known leader.
     Up,
-    /// Not a member, no leader known, or the consensus core stopped on an error.
+    /// Not a member, no leader known, a leader that has committed nothing for 10 s while
+    /// entries wait, or the consensus core stopped on an error.
     Down,
 }
 
@@ -36,8 +37,9 @@ enum HealthStatus {
     responses(
         (status = 200, description = "This node is a member of a cluster with a known leader",
             body = Health, example = json!({"status": "UP"})),
-        (status = 503, description = "This node is not a member, knows no leader, or its \
-            consensus core stopped on a storage error (it is about to exit)",
+        (status = 503, description = "This node is not a member, knows no leader, leads but \
+            has committed nothing for 10 s while entries wait, or its consensus core stopped \
+            on a storage error (it is about to exit)",
             body = Health, example = json!({"status": "DOWN"})),
     ),
 )]
@@ -50,7 +52,9 @@ pub async fn health(State(app): State<AppState>) -> Response {
         .is_some();
     // A core that stopped on a storage error still leaves its last leader in the metrics.
     let running = metrics.running_state.is_ok();
-    let (code, status) = if running && member && metrics.current_leader.is_some() {
+    // A leader that has committed nothing for a while serves nothing that writes.
+    let committing = app.replica.progress().commit_stalled.is_none();
+    let (code, status) = if running && member && committing && metrics.current_leader.is_some() {
         (StatusCode::OK, HealthStatus::Up)
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, HealthStatus::Down)
