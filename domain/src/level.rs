@@ -201,7 +201,8 @@ mod tests {
             },
             Command::Purge { clocks: vec![] },
             Command::Restore {
-                snapshot: RegistrySnapshot::default(),
+                snapshot: crate::RestoreDocument::of(&RegistrySnapshot::default())
+                    .expect("an empty registry encodes"),
                 now_ms: 0,
                 max_clocks: 1,
             },

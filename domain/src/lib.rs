@@ -71,6 +71,7 @@ mod queue_index;
 mod records;
 mod registry;
 mod restore;
+mod restore_document;
 mod schedule;
 mod selection;
 mod shared_map;
@@ -90,6 +91,7 @@ pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
 pub use registry::{Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError};
 pub use restore::RestoreError;
+pub use restore_document::RestoreDocument;
 pub use schedule::{
     LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };

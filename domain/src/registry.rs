@@ -31,6 +31,7 @@ use crate::load::Loader;
 use crate::pair_index::PairIndex;
 use crate::queue_index::QueueIndex;
 use crate::records::ClockRecords;
+use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
 use crate::selection::Selection;
 use crate::shared_map;
@@ -140,8 +141,8 @@ pub enum Command {
     /// state. Ticks that fell due between the backup and the restore are not replayed: the
     /// restored clocks continue at their next instant after the later of the two watermarks.
     Restore {
-        /// The backed-up registry.
-        snapshot: RegistrySnapshot,
+        /// The backed-up registry, as the JSON text it travels in ([`RestoreDocument`]).
+        snapshot: RestoreDocument,
         /// The proposer's clock: every restored clock counts as consumed now, so that the
         /// leader does not purge clocks whose consumers have not reconnected yet.
         now_ms: u64,
@@ -476,7 +477,7 @@ impl Registry {
     fn restore(
         &mut self,
         level: Level,
-        snapshot: RegistrySnapshot,
+        document: RestoreDocument,
         now_ms: u64,
         max_clocks: u64,
     ) -> Outcome {
@@ -485,6 +486,14 @@ impl Registry {
                 clocks: u64::try_from(self.len()).unwrap_or(u64::MAX),
             };
         }
+        let snapshot = match document.decode() {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                return Outcome::Rejected {
+                    reason: format!("the restored document is not a registry: {error}"),
+                };
+            }
+        };
         if u64::try_from(snapshot.clocks.len()).unwrap_or(u64::MAX) > max_clocks {
             return Outcome::LimitReached { max_clocks };
         }
@@ -2052,9 +2061,13 @@ mod tests {
         assert_ne!(loaded.clocks_stamp(), copy.clocks_stamp());
     }
 
+    fn document(snapshot: &RegistrySnapshot) -> RestoreDocument {
+        RestoreDocument::of(snapshot).expect("a snapshot encodes")
+    }
+
     fn restore(snapshot: RegistrySnapshot, now_ms: u64) -> Command {
         Command::Restore {
-            snapshot,
+            snapshot: document(&snapshot),
             now_ms,
             max_clocks: NO_LIMIT,
         }
@@ -2157,7 +2170,7 @@ mod tests {
         let mut snapshot: RegistrySnapshot = backed_up().into();
         let mut target = Registry::new();
         let limited = Command::Restore {
-            snapshot: snapshot.clone(),
+            snapshot: document(&snapshot),
             now_ms: 0,
             max_clocks: 1,
         };
@@ -2558,10 +2571,23 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_whose_document_is_not_a_registry_is_rejected_and_changes_nothing() {
+        let mut target = Registry::new();
+        let garbage: RestoreDocument = serde_json::from_str("{\"clocks\": 7}").expect("JSON text");
+        let outcome = target.apply(Command::Restore {
+            snapshot: garbage,
+            now_ms: 0,
+            max_clocks: NO_LIMIT,
+        });
+        assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
+        assert!(target.is_empty());
+    }
+
+    #[test]
     fn restore_accepts_a_backup_of_exactly_the_limit() {
         let mut target = Registry::new();
         let at_the_limit = Command::Restore {
-            snapshot: backed_up().into(),
+            snapshot: document(&backed_up().into()),
             now_ms: 0,
             max_clocks: 2,
         };

@@ -15,7 +15,8 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use tickd_domain::{
     Channel, ClockId, Command, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE,
-    MAX_POP_TICKS, Outcome, QueueId, Registry, RegistrySnapshot, Schedule, Tick, TickId,
+    MAX_POP_TICKS, Outcome, QueueId, Registry, RegistrySnapshot, RestoreDocument, Schedule, Tick,
+    TickId,
 };
 
 /// Cases per property unless `PROPTEST_CASES` says otherwise: enough to hit every command
@@ -256,7 +257,7 @@ impl Edit {
 fn restore_command() -> impl Strategy<Value = Command> {
     (restore_document(), instant(), 0..8u64).prop_map(|(snapshot, now_ms, max_clocks)| {
         Command::Restore {
-            snapshot,
+            snapshot: RestoreDocument::of(&snapshot).expect("a snapshot encodes"),
             now_ms,
             max_clocks,
         }
@@ -301,7 +302,9 @@ fn growth_bound(command: &Command, clocks: usize) -> usize {
             .iter()
             .map(|command| growth_bound(command, clocks))
             .sum(),
-        Command::Restore { snapshot, .. } => ticks_in(snapshot),
+        Command::Restore { snapshot, .. } => {
+            ticks_in(&snapshot.decode().expect("the test's own document decodes"))
+        }
         _ => clocks.max(1) * (window + 3),
     }
 }
@@ -409,7 +412,11 @@ proptest! {
         }));
         let before = registry.clone();
         let checked = snapshot.validate_for_restore(now_ms);
-        let restore = Command::Restore { snapshot, now_ms, max_clocks: u64::MAX };
+        let restore = Command::Restore {
+            snapshot: RestoreDocument::of(&snapshot).expect("a snapshot encodes"),
+            now_ms,
+            max_clocks: u64::MAX,
+        };
         let outcome = registry.apply(restore.clone());
         match (&checked, &outcome) {
             (Ok(()), Outcome::Restored { .. }) => {}

@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::Serialize;
 use serde_json::Value;
-use tickd_domain::{Command, Outcome, RegistrySnapshot};
+use tickd_domain::{Command, Outcome, RegistrySnapshot, RestoreDocument};
 
 use crate::AppState;
 use crate::backup::Backup;
@@ -106,6 +106,7 @@ pub async fn restore(
              the cluster file (or RABBIT_URI) and restart the nodes before restoring",
         ));
     }
+    refuse_unless_empty(&app).await?;
     let now_ms = app.replica.clock().now_ms();
     backup
         .registry
@@ -113,12 +114,18 @@ pub async fn restore(
         .map_err(|error| {
             ApiError::bad_request(format!("this backup cannot be restored: {error}"))
         })?;
+    let document = RestoreDocument::of(&backup.registry).map_err(|error| {
+        ApiError::bad_request(format!(
+            "this backup cannot be encoded for the log: {error}"
+        ))
+    })?;
+    let bytes = document.len();
     let command = Command::Restore {
-        snapshot: backup.registry.clone(),
+        snapshot: document,
         now_ms,
         max_clocks: app.config.max_clocks,
     };
-    match app.replica.write(command).await? {
+    match app.replica.write_large(command, bytes).await? {
         Outcome::Restored { clocks } => {
             // The broker may be a new one: declare every queue before answering, as a
             // registration does, so that no restored clock's first tick is unroutable.
@@ -127,10 +134,7 @@ pub async fn restore(
             }
             Ok(Json(Restored { restored: clocks }))
         }
-        Outcome::NotEmpty { clocks } => Err(ApiError::conflict(format!(
-            "this cluster already holds {clocks} clocks; a restore only seeds a cluster without \
-             clocks, so restore into a freshly formed cluster"
-        ))),
+        Outcome::NotEmpty { clocks } => Err(not_empty(clocks)),
         Outcome::LimitReached { max_clocks } => Err(ApiError::conflict(format!(
             "the backup holds {} clocks, more than this cluster's max_clocks of {max_clocks}; \
              raise max_clocks in the cluster file",
@@ -139,6 +143,27 @@ pub async fn restore(
         Outcome::Rejected { reason } => Err(ApiError::bad_request(reason)),
         other => Err(unexpected(&other)),
     }
+}
+
+/// Refuses a restore into a cluster that holds clocks before anything is proposed: a restore
+/// is the largest entry the log can carry, and a cluster that would only refuse it at apply
+/// would still have to replicate it, with everything written after it waiting behind. The
+/// check reads the committed state (a linearizable read); a registration that commits between
+/// it and the restore's entry is still caught when the registry applies the restore.
+async fn refuse_unless_empty(app: &AppState) -> Result<(), ApiError> {
+    app.replica.linearize().await?;
+    let clocks = app.replica.state().read().registry.len();
+    if clocks == 0 {
+        return Ok(());
+    }
+    Err(not_empty(clocks as u64))
+}
+
+fn not_empty(clocks: u64) -> ApiError {
+    ApiError::conflict(format!(
+        "this cluster already holds {clocks} clocks; a restore only seeds a cluster without \
+         clocks, so restore into a freshly formed cluster"
+    ))
 }
 
 #[cfg(test)]
