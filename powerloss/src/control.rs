@@ -9,6 +9,7 @@
 //! | `freeze-off` | `ok`: disarms a freeze point that has not been hit |
 //! | `wait-frozen MS` | `frozen OP PATH` once an operation is frozen, or `err …` after MS milliseconds |
 //! | `thaw` | `ok`: the frozen operation goes on as if never stopped (`err …` if none is) |
+//! | `fsync-delay MS` | `ok`: every later fsync (and fsync of a directory) is answered MS milliseconds after it is done, as by a slow disk; other operations go on meanwhile; `0` answers at once again |
 //! | `unmount` | `ok`, then the filesystem unmounts and the process exits |
 //!
 //! Anything else gets `err …`. Each connection is served by a thread of its own, so a
@@ -96,6 +97,13 @@ pub fn answer(disk: &Disk, line: &str) -> (String, After) {
                 "err nothing is frozen".to_owned()
             }
         }
+        ["fsync-delay", millis] => match millis.parse::<u64>() {
+            Ok(millis) => {
+                disk.set_fsync_delay(Duration::from_millis(millis));
+                "ok".to_owned()
+            }
+            Err(_) => format!("err not a number of milliseconds: {millis:?}"),
+        },
         ["unmount"] => return ("ok".to_owned(), After::Unmount),
         _ => format!("err unknown command {line:?}"),
     };

@@ -7,6 +7,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -306,6 +307,9 @@ pub struct Disk {
     root: PathBuf,
     state: Mutex<State>,
     changed: Condvar,
+    /// How long each fsync's answer is held back, in milliseconds: a slow disk (a busy network
+    /// volume) whose syncs take that long.
+    fsync_delay_ms: AtomicU64,
 }
 
 impl Disk {
@@ -327,6 +331,7 @@ impl Disk {
             root,
             state: Mutex::new(state),
             changed: Condvar::new(),
+            fsync_delay_ms: AtomicU64::new(0),
         })
     }
 
@@ -387,6 +392,17 @@ impl Disk {
     /// Arms a freeze point (replacing any armed one).
     pub fn freeze_on(&self, point: FreezePoint) {
         self.lock().freeze = Some(point);
+    }
+
+    /// Holds every later fsync's answer back by `delay` (zero: answered at once).
+    pub fn set_fsync_delay(&self, delay: Duration) {
+        let millis = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.fsync_delay_ms.store(millis, Ordering::Relaxed);
+    }
+
+    /// How long an fsync's answer is held back.
+    pub fn fsync_delay(&self) -> Duration {
+        Duration::from_millis(self.fsync_delay_ms.load(Ordering::Relaxed))
     }
 
     /// Disarms the freeze point; an operation already frozen stays frozen until power is lost.

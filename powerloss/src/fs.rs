@@ -433,6 +433,28 @@ impl PowerLossFs {
         Ok(())
     }
 
+    /// Answers a sync, after the disk's fsync delay when one is set: on a thread of its own,
+    /// so that the filesystem serves other operations meanwhile, as a slow disk does.
+    fn answer_sync(&self, synced: Result<(), Failed>, reply: ReplyEmpty) {
+        let delay = self.disk.fsync_delay();
+        let answer = move || match synced {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        };
+        if delay.is_zero() {
+            return answer();
+        }
+        let held = std::thread::Builder::new()
+            .name("powerloss-slow-sync".into())
+            .spawn(move || {
+                std::thread::sleep(delay);
+                answer();
+            });
+        if let Err(error) = held {
+            eprintln!("tickd-powerloss: cannot hold a sync back, so it fails: {error}");
+        }
+    }
+
     fn fsync_inner(&mut self, ino: u64, directory: bool) -> Result<(), Failed> {
         let path = Self::path_of(&self.disk.lock(), ino)?;
         let op = if directory { Op::Fsyncdir } else { Op::Fsync };
@@ -666,10 +688,8 @@ impl Filesystem for PowerLossFs {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _data: bool, reply: ReplyEmpty) {
-        match self.fsync_inner(ino, false) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(error),
-        }
+        let synced = self.fsync_inner(ino, false);
+        self.answer_sync(synced, reply);
     }
 
     fn opendir(&mut self, _req: &Request<'_>, _ino: u64, _flags: i32, reply: ReplyOpen) {
@@ -699,10 +719,8 @@ impl Filesystem for PowerLossFs {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _data: bool, reply: ReplyEmpty) {
-        match self.fsync_inner(ino, true) {
-            Ok(()) => reply.ok(),
-            Err(error) => reply.error(error),
-        }
+        let synced = self.fsync_inner(ino, true);
+        self.answer_sync(synced, reply);
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {

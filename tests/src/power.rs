@@ -315,6 +315,13 @@ impl PowerCluster {
         self.disk(node).expect_ok(&format!("freeze-on {op} {glob}"));
     }
 
+    /// Makes every later fsync on `node`'s disk take `delay` longer, as a busy network volume's
+    /// do.
+    pub fn slow_fsyncs(&self, node: NodeId, delay: Duration) {
+        self.disk(node)
+            .expect_ok(&format!("fsync-delay {}", delay.as_millis()));
+    }
+
     /// Disarms `node`'s freeze point if it has not been hit.
     pub fn unfreeze(&self, node: NodeId) {
         self.disk(node).expect_ok("freeze-off");
