@@ -2,6 +2,7 @@
 //! of the routes that change or copy the whole cluster.
 
 use std::fmt;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use tickd_raft::secret::CredentialDigest;
 
 use crate::error::ApiError;
+use crate::strangers::Strangers;
 
 /// The cluster's API token. `Debug` is redacted: the token must never reach a log line.
 #[derive(Clone)]
@@ -55,24 +57,38 @@ impl AccessToken {
             .is_some_and(|digest| digest.matches(presented))
     }
 
-    /// Whether any credential the request presents is this token.
+    /// Whether any credential the request presents, in its `Authorization` header or as
+    /// `?access_token=` (Ticktok's clients), is this token.
     pub(crate) fn admits(&self, request: &Request) -> bool {
-        let from_query = request.uri().query().into_iter().flat_map(|query| {
-            form_urlencoded::parse(query.as_bytes())
-                .filter(|(key, _)| key == "access_token")
-                .map(|(_, value)| value.into_owned().into_bytes())
-        });
+        self.admits_header(request) | self.admits_query(request)
+    }
+
+    /// Whether the request's `Authorization` header presents this token: the only form the
+    /// operator token is taken in, since a URL ends up in proxy logs and shell history.
+    pub(crate) fn admits_header(&self, request: &Request) -> bool {
         let from_header = request
             .headers()
             .get_all(header::AUTHORIZATION)
             .into_iter()
             .filter_map(|value| credential(value.as_bytes()).map(<[u8]>::to_vec));
-        // Every candidate is compared, so timing does not reveal which form matched.
-        from_query
-            .chain(from_header)
-            .fold(false, |admitted, candidate| {
-                self.matches(&candidate) | admitted
-            })
+        self.matches_any(from_header)
+    }
+
+    /// Whether the request's `?access_token=` presents this token.
+    fn admits_query(&self, request: &Request) -> bool {
+        let from_query = request.uri().query().into_iter().flat_map(|query| {
+            form_urlencoded::parse(query.as_bytes())
+                .filter(|(key, _)| key == "access_token")
+                .map(|(_, value)| value.into_owned().into_bytes())
+        });
+        self.matches_any(from_query)
+    }
+
+    /// Every candidate is compared, so timing does not reveal which one matched.
+    fn matches_any(&self, candidates: impl Iterator<Item = Vec<u8>>) -> bool {
+        candidates.fold(false, |admitted, candidate| {
+            self.matches(&candidate) | admitted
+        })
     }
 }
 
@@ -100,26 +116,46 @@ pub async fn require_token(
     admit(&token, request, next, ApiError::forbidden).await
 }
 
-/// Middleware: 403 unless the request carries the operator token. The access token is not
-/// enough, and the answer says which token the route needs.
+/// What the operator routes check: the operator token, and, for a request without it, the
+/// address's budget of requests without a valid token.
+#[derive(Clone)]
+pub struct OperatorGate {
+    /// The operator token.
+    pub token: AccessToken,
+    /// The per-address limiter: a wrong operator token is charged to it even when the request
+    /// carries a valid access token, so an access-token holder cannot guess the operator token
+    /// at full speed.
+    pub strangers: Arc<Strangers>,
+}
+
+/// Middleware: 403 unless the request carries the operator token in its `Authorization`
+/// header. The access token is not enough, the query string is no place for it, and the
+/// answer says which token the route needs and how to send it. A refusal is charged to the
+/// address's budget ([`Strangers::charge`]): past it, 429.
 pub async fn require_operator_token(
-    State(token): State<AccessToken>,
+    State(gate): State<OperatorGate>,
     request: Request,
     next: Next,
 ) -> Response {
-    let set = token.is_set();
-    admit(&token, request, next, || {
-        let message = if set {
-            "this route needs the operator token (operator_token in the cluster file), not the \
-             access token: pass it in an `Authorization: Bearer <token>` header"
-        } else {
-            "this route needs the operator token, and this cluster has none: set \
-             `operator_token` (the same long random value) in every node's cluster file and \
-             restart the nodes one by one"
-        };
-        ApiError::new(axum::http::StatusCode::FORBIDDEN, message)
-    })
-    .await
+    if gate.token.admits_header(&request) {
+        return next.run(request).await;
+    }
+    if let Some(too_many) = gate.strangers.charge(&request) {
+        return too_many;
+    }
+    let message = if !gate.token.is_set() {
+        "this route needs the operator token, and this cluster has none: set `operator_token` \
+         (the same long random value) in every node's cluster file and restart the nodes one \
+         by one"
+    } else if gate.token.admits_query(&request) {
+        "the operator token is taken only in an `Authorization: Bearer <token>` header, never in \
+         the URL (URLs end up in proxy logs and shell history); consider this token exposed and \
+         change operator_token"
+    } else {
+        "this route needs the operator token (operator_token in the cluster file), not the \
+         access token: pass it in an `Authorization: Bearer <token>` header"
+    };
+    ApiError::new(axum::http::StatusCode::FORBIDDEN, message).into_response()
 }
 
 /// Runs the request if it carries `token`, otherwise answers `refusal()`.
@@ -169,6 +205,14 @@ mod tests {
         assert!(!token.admits(&request("/x", Some(b"Basic secret"))));
         assert!(!token.admits(&request("/x", Some(b"secret"))));
         assert!(!token.admits(&request("/x", Some(b"token secret "))));
+    }
+
+    #[test]
+    fn the_header_only_form_ignores_the_query_string() {
+        let token = AccessToken::new("operator");
+        assert!(token.admits_header(&request("/x", Some(b"Bearer operator"))));
+        assert!(!token.admits_header(&request("/x?access_token=operator", None)));
+        assert!(token.admits(&request("/x?access_token=operator", None)));
     }
 
     #[test]

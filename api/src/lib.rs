@@ -29,6 +29,7 @@
 //! "propose a command, read the registry". Nor does it know the metrics exporter: `/metrics`
 //! serves whatever the binary's [`RenderMetrics`] returns.
 
+mod address_shares;
 pub mod auth;
 pub mod backup;
 mod base_url;
@@ -43,6 +44,7 @@ pub mod openapi;
 pub mod polls;
 pub mod routes;
 mod slots;
+pub mod standing;
 pub mod strangers;
 pub mod telemetry;
 mod unanswered_pops;
@@ -86,6 +88,8 @@ pub struct AppState {
     pub space: CheckSpace,
     /// The event streams this node may still open.
     event_streams: slots::Slots,
+    /// The event streams each client address may still open.
+    event_streams_per_address: address_shares::AddressShares,
     /// The unpaged lists of the clocks this node may still send.
     unpaged_lists: slots::Slots,
 }
@@ -159,14 +163,19 @@ pub fn router(
         metrics,
         space,
         event_streams: routes::events::stream_slots(),
+        event_streams_per_address: routes::events::stream_shares(),
         unpaged_lists: list_body::unpaged_slots(),
     };
     let clients = token_routes().layer(middleware::from_fn_with_state(token, auth::require_token));
+    let gate = auth::OperatorGate {
+        token: operator_token,
+        strangers: strangers.clone(),
+    };
     let operators =
         operator_routes()
             .merge(operator_metrics)
             .layer(middleware::from_fn_with_state(
-                operator_token,
+                gate,
                 auth::require_operator_token,
             ));
     let router: Router<AppState> = open_routes()

@@ -1,15 +1,19 @@
 //! Requests that carry no valid token, limited per client address.
 //!
-//! Health, the API's document, open metrics, unknown paths and wrong tokens cost a node a
-//! little each, and anyone who reaches the port may send them; a token guesser sends nothing
-//! else. Each client address gets a bucket (governor's GCRA): `rate` such requests a second,
-//! `burst` at once. Once it is empty the address's requests without a valid token get a 429
-//! with `Retry-After`, before any work. A request with a valid token (access or operator) is
-//! never counted nor refused, so a stranger behind the same NAT cannot lock a client out.
+//! The API's document, open metrics, unknown paths and wrong tokens cost a node a little each,
+//! and anyone who reaches the port may send them; a token guesser sends nothing else. Each
+//! client address gets a bucket (governor's GCRA): `rate` such requests a second, `burst` at
+//! once. Once it is empty the address's requests without a valid token get a 429 with
+//! `Retry-After`, before any work. A request with a valid token (access or operator) is not
+//! counted here, so a stranger behind the same NAT cannot lock a client out; but a request to
+//! an operator route without the operator token is charged when it is refused
+//! ([`Strangers::charge`]), whatever else it carries, so an access-token holder cannot guess
+//! the operator token at full speed either.
 //!
 //! Pops are left alone: the queue id is their credential and clients poll often (a worker
 //! with a thousand http clocks pops a thousand times a second from one address), while an
-//! unknown queue is already answered cheaply (`crate::unanswered_pops`).
+//! unknown queue is already answered cheaply (`crate::unanswered_pops`). So is health: a load
+//! balancer that shares an address with a flood of strangers must still see its node UP.
 //!
 //! The buckets are bounded ([`MAX_TRACKED_ADDRESSES`]): when the table is full, buckets that
 //! have refilled are dropped (at most once per [`SWEEP_EVERY`]), and if it is still full, the
@@ -32,6 +36,7 @@ use governor::{Quota, RateLimiter};
 
 use crate::auth::AccessToken;
 use crate::error::ApiError;
+use crate::standing::Standing;
 
 /// Default of `unauthenticated_rate_per_second`.
 pub const DEFAULT_RATE_PER_SECOND: u32 = 50;
@@ -43,6 +48,10 @@ pub const MAX_TRACKED_ADDRESSES: usize = 16_384;
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// The pop route, never limited here.
 pub(crate) const POP_ROUTE: &str = "/api/v1/queues/{queue_id}/pop";
+/// The health route, never limited here: it reads this node's own metrics and nothing else.
+const HEALTH_ROUTE: &str = "/mgmt/health";
+/// Routes whose requests are never counted.
+const UNCOUNTED_ROUTES: [&str; 2] = [POP_ROUTE, HEALTH_ROUTE];
 
 /// How many requests without a valid token one address may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +80,9 @@ impl StrangerQuota {
     }
 }
 
-/// Whose bucket a request draws from.
+/// Whose bucket a request draws from: a client address as one host usually holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Key {
+pub(crate) enum Key {
     V4(u32),
     /// The first 64 bits of an IPv6 address.
     V6(u64),
@@ -82,7 +91,8 @@ enum Key {
 }
 
 impl Key {
-    fn of(ip: IpAddr) -> Key {
+    /// The key of `ip`: an IPv4 address (mapped ones too), or an IPv6 address's /64.
+    pub(crate) fn of(ip: IpAddr) -> Key {
         match ip {
             IpAddr::V4(v4) => Key::V4(v4.into()),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -179,27 +189,63 @@ impl<C: Clock> Strangers<C> {
     }
 }
 
+impl Strangers {
+    /// Counts `request` against its address whatever it carries: for a request refused for
+    /// the wrong token on a route that needs another (the operator routes). `Some` 429 once
+    /// the address has sent too many.
+    pub(crate) fn charge(&self, request: &Request) -> Option<Response> {
+        let address = client_address(request)?;
+        let wait = self.admit(address).err()?;
+        crate::telemetry::record_stranger_refused();
+        Some(too_many(wait))
+    }
+}
+
+/// The address a request came from, when the listener recorded it.
+fn client_address(request: &Request) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(address)| address.ip())
+}
+
 /// The middleware: counts each request without a valid token against its address, and
-/// refuses it with a 429 once the address has sent too many.
+/// refuses it with a 429 once the address has sent too many. Pops and health are never
+/// counted: the queue id is a pop's credential, and a load balancer behind the same address
+/// as a flood of strangers must still see its node healthy. A request with a valid token, or
+/// a pop that finds its queue, proves its connection ([`Standing`]).
 pub async fn limit(
     State(strangers): State<Arc<Strangers>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let pop = request
+    let route = request
         .extensions()
         .get::<MatchedPath>()
-        .is_some_and(|route| route.as_str() == POP_ROUTE);
-    let address = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(address)| address.ip());
-    let Some(address) = address.filter(|_| !pop) else {
-        return next.run(request).await;
-    };
+        .map(|route| route.as_str().to_owned());
+    let standing = request.extensions().get::<Standing>().cloned();
+    if route.as_deref() == Some(POP_ROUTE) {
+        // A pop's credential is its queue id: a pop that finds its queue proves the connection.
+        let response = next.run(request).await;
+        if response.status().is_success()
+            && let Some(standing) = standing
+        {
+            standing.prove();
+        }
+        return response;
+    }
+    let exempt = route
+        .as_deref()
+        .is_some_and(|route| UNCOUNTED_ROUTES.contains(&route));
     if strangers.credentialed(&request) {
+        if let Some(standing) = standing {
+            standing.prove();
+        }
         return next.run(request).await;
     }
+    let Some(address) = client_address(&request).filter(|_| !exempt) else {
+        return next.run(request).await;
+    };
     match strangers.admit(address) {
         Ok(()) => next.run(request).await,
         Err(wait) => {

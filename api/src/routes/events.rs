@@ -19,15 +19,19 @@
 //! resumed), and then on an image of it, on a blocking thread, without the state's lock
 //! (which every command waits for: at a million clocks the pass takes a second). Otherwise a
 //! check costs the listed clocks' statistics. A node serves at most [`MAX_STREAMS`] streams at
-//! once; one more is answered 503 with `Retry-After`.
+//! once (one more is answered 503 with `Retry-After`), and at most
+//! [`MAX_STREAMS_PER_ADDRESS`] to one client address (one more is a 429), so that one client
+//! whose streams never read cannot keep every other out.
 
 use std::collections::BinaryHeap;
 use std::collections::hash_map::DefaultHasher;
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::Extension;
+use axum::extract::{ConnectInfo, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Serialize;
@@ -35,6 +39,7 @@ use tickd_domain::{Channel, Clock, ClockStatus, ClocksStamp, RegistryImage};
 use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::address_shares::{AddressShare, AddressShares};
 use crate::error::{ApiError, ErrorBody};
 use crate::long_pass::off_the_runtime;
 use crate::routes::cluster::{ClusterStatus, status};
@@ -53,6 +58,14 @@ pub const CLUSTER_REFRESH: Duration = Duration::from_secs(2);
 pub const MAX_LISTED: usize = 1_000;
 /// The most event streams one node serves at once.
 pub const MAX_STREAMS: usize = 32;
+/// The most event streams one client address (an IPv4 address, an IPv6 /64) holds at once on
+/// one node: a dashboard needs one per open tab.
+pub const MAX_STREAMS_PER_ADDRESS: usize = 4;
+
+/// Each client address's share of this node's event streams.
+pub(crate) fn stream_shares() -> AddressShares {
+    AddressShares::new(MAX_STREAMS_PER_ADDRESS, "event streams")
+}
 
 /// The places for this node's event streams.
 pub(crate) fn stream_slots() -> Slots {
@@ -119,22 +132,29 @@ impl ClockSummary {
         next instant) at once and whenever a clock is added, removed, paused or resumed; a \
         `stats` event (`TickStats`, the body of `GET /api/v1/stats` for the same clocks) at \
         once and whenever it changed, checked every 2 s. Comments keep an idle stream alive. \
-        At most 32 streams per node.",
+        At most 32 streams per node, 4 per client address.",
     responses(
         (status = 200, description = "The event stream", content_type = "text/event-stream",
             body = ClocksEvent),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 429, description = "This client address holds 4 streams of this node already",
+            body = ErrorBody),
         (status = 503, description = "The node serves its most streams already",
             body = ErrorBody),
     ),
 )]
 pub async fn events(
     State(app): State<AppState>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let share = client
+        .map(|Extension(ConnectInfo(address))| app.event_streams_per_address.take(address.ip()))
+        .transpose()?;
     let permit = app.event_streams.take()?;
     let watcher = Watcher {
         app,
         _permit: permit,
+        _share: share,
         cluster_key: None,
         cluster_sent: None,
         listing: None,
@@ -156,6 +176,8 @@ struct Watcher {
     app: AppState,
     /// Held for the stream's life: its slot among [`MAX_STREAMS`].
     _permit: Slot,
+    /// Held for the stream's life: its place among its address's [`MAX_STREAMS_PER_ADDRESS`].
+    _share: Option<AddressShare>,
     cluster_key: Option<ClusterKey>,
     cluster_sent: Option<Instant>,
     /// The clocks as of the registry's last stamp this stream saw.
