@@ -19,9 +19,12 @@
 //!   without it a client that stops reading a streamed response (an unpaged list, an event
 //!   stream) would hold it, and what it holds, for as long as it kept the socket open.
 //! * **Count**: at most [`ListenerLimits::max_connections`] connections per listener and
-//!   [`ListenerLimits::max_connections_per_address`] per client IP address. A connection over
-//!   a cap is closed at once, before any byte is read, and counted in
-//!   [`CONNECTIONS_REFUSED`].
+//!   [`ListenerLimits::max_connections_per_address`] per client address (an IPv4 address, or
+//!   an IPv6 /64). A connection over a cap is closed at once, before any byte is read, and
+//!   counted in [`CONNECTIONS_REFUSED`]. A full API listener first makes room by closing its
+//!   oldest connection that has proven nothing ([`Standing`]: no request with a valid token,
+//!   no pop of a queue that exists), counted in [`CONNECTIONS_EVICTED`]: strangers without a
+//!   token cannot keep the clients that have one out.
 //!
 //! The Raft listener keeps [`ListenerLimits::reserved_for_members`] of its connections for the
 //! cluster's own addresses (the IPs of every `[[node]]` of the cluster file), so a node whose
@@ -48,6 +51,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -60,11 +64,12 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use metrics::{Gauge, counter, describe_counter, describe_gauge, gauge};
 use tickd_api::log_limit::{LOG_EVERY, LogLimit};
+use tickd_api::standing::Standing;
 use tickd_raft::peer_auth::VerifiedPeer;
 use tickd_raft::{NodeAddr, NodeId};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_io_timeout::TimeoutStream;
 use tower::ServiceExt as _;
 use tower_http::timeout::{RequestBodyTimeout, Timeout};
@@ -73,6 +78,9 @@ use crate::tls;
 
 /// Connections closed at accept because a cap was reached, by listener and reason.
 pub const CONNECTIONS_REFUSED: &str = "tickd_connections_refused_total";
+/// API connections closed to make room for a new one, because the listener was full and
+/// they had proven nothing (no valid token, no pop of a queue that exists).
+pub const CONNECTIONS_EVICTED: &str = "tickd_connections_evicted_total";
 /// Connections a listener holds open, by listener.
 pub const CONNECTIONS_OPEN: &str = "tickd_connections_open";
 /// Connections closed because their TLS handshake failed or their certificate named no
@@ -170,6 +178,11 @@ pub fn describe() {
         "Connections closed at accept because the listener (reason=listener) or the client \
          address (reason=address) was at its cap, by listener (api, raft)"
     );
+    describe_counter!(
+        CONNECTIONS_EVICTED,
+        "API connections closed to make room for a new one: the listener was full and they \
+         had proven nothing (no request with a valid token, no pop of a queue that exists)"
+    );
     describe_gauge!(
         CONNECTIONS_OPEN,
         "Connections the listener holds open, by listener (api, raft)"
@@ -197,6 +210,7 @@ pub async fn serve(
     let label = which.label();
     counter!(CONNECTIONS_REFUSED, "listener" => label, "reason" => "listener").increment(0);
     counter!(CONNECTIONS_REFUSED, "listener" => label, "reason" => "address").increment(0);
+    counter!(CONNECTIONS_EVICTED).increment(0);
     let open = gauge!(CONNECTIONS_OPEN, "listener" => label);
     open.set(0.0);
     let service = Timeout::with_status_code(
@@ -226,7 +240,9 @@ pub async fn serve(
                 continue;
             }
         };
-        let slot = match admission.admit(peer.ip()) {
+        // API connections may be closed to make room, until one of their requests proves them.
+        let standing = matches!(which, Listener::Api).then(Standing::default);
+        let slot = match admission.admit(peer.ip(), standing.clone()) {
             Ok(slot) => slot,
             Err(refusal) => {
                 // Dropping the stream closes it before a byte is read.
@@ -249,6 +265,8 @@ pub async fn serve(
             peer,
             open: open.clone(),
             write_timeout,
+            standing,
+            evicted: slot.evicted(),
         };
         let security = security.clone();
         let refusals = Arc::clone(&refusals);
@@ -306,6 +324,11 @@ struct Connection {
     peer: SocketAddr,
     open: Gauge,
     write_timeout: Duration,
+    /// On the API listener, whether a request has proven the connection; each request
+    /// carries it for the API to set.
+    standing: Option<Standing>,
+    /// Told when a full listener closes this connection to make room for a new one.
+    evicted: Arc<Notify>,
 }
 
 impl Connection {
@@ -323,9 +346,14 @@ impl Connection {
             peer,
             open,
             write_timeout,
+            standing,
+            evicted,
         } = self;
         let service = service.map_request(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            if let Some(standing) = &standing {
+                request.extensions_mut().insert(standing.clone());
+            }
             if let Some(verified) = verified {
                 request.extensions_mut().insert(verified);
             }
@@ -338,8 +366,13 @@ impl Connection {
             TowerToHyperService::new(service),
         );
         open.increment(1.0);
-        if let Err(error) = watcher.watch(connection).await {
-            tracing::debug!(%error, %peer, "connection closed with an error");
+        tokio::select! {
+            served = watcher.watch(connection) => if let Err(error) = served {
+                tracing::debug!(%error, %peer, "connection closed with an error");
+            },
+            () = evicted.notified() => {
+                tracing::debug!(%peer, "connection closed to make room: it had proven nothing");
+            }
         }
         open.decrement(1.0);
     }
@@ -391,7 +424,38 @@ struct Admission {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
+    /// By [`address_key`].
     per_address: HashMap<IpAddr, usize>,
+    /// The API's connections in the order they were admitted: a full listener closes the
+    /// oldest that has proven nothing.
+    evictable: BTreeMap<u64, Evictable>,
+    next_sequence: u64,
+}
+
+/// An API connection that a full listener may close.
+#[derive(Debug)]
+struct Evictable {
+    standing: Standing,
+    key: IpAddr,
+    release: Release,
+}
+
+/// How a slot's place is given back exactly once: by its connection's end, or by the
+/// eviction that closes it.
+#[derive(Debug, Clone, Default)]
+struct Release {
+    done: Arc<AtomicBool>,
+    evicted: Arc<Notify>,
+}
+
+/// Whom a connection counts against: its IPv4 address, or its IPv6 address's /64, which one
+/// host usually holds whole (as the API's per-address rate limit keys it). Without the mask a
+/// host with a /64 had 2^64 addresses' worth of connections.
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 => v4,
+    }
 }
 
 impl Admission {
@@ -407,12 +471,19 @@ impl Admission {
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a slot for a connection from `ip`, or says which cap refuses it.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
+    /// Takes a slot for a connection from `ip`, or says which cap refuses it. A connection
+    /// with a `standing` (the API's) may be closed later to make room, and may itself make
+    /// room by closing the oldest such connection that has proven nothing.
+    fn admit(self: &Arc<Self>, ip: IpAddr, standing: Option<Standing>) -> Result<Slot, Refusal> {
         let ip = ip.to_canonical();
+        let key = address_key(ip);
         let limits = &self.limits;
         let member = limits.members.contains(&ip);
         let mut counts = self.counts();
+        let from_address = counts.per_address.get(&key).copied().unwrap_or(0);
+        if !member && from_address >= limits.max_connections_per_address {
+            return Err(Refusal::AddressFull);
+        }
         let cap = if member {
             limits.max_connections
         } else {
@@ -420,38 +491,93 @@ impl Admission {
                 .max_connections
                 .saturating_sub(limits.reserved_for_members)
         };
-        if counts.total >= cap {
+        if counts.total >= cap && !(standing.is_some() && counts.evict_oldest_unproven()) {
             return Err(Refusal::ListenerFull);
         }
-        let from_address = counts.per_address.get(&ip).copied().unwrap_or(0);
-        if !member && from_address >= limits.max_connections_per_address {
-            return Err(Refusal::AddressFull);
-        }
         counts.total += 1;
-        counts.per_address.insert(ip, from_address + 1);
+        *counts.per_address.entry(key).or_insert(0) += 1;
+        let release = Release::default();
+        let sequence = standing.map(|standing| {
+            let sequence = counts.next_sequence;
+            counts.next_sequence += 1;
+            counts.evictable.insert(
+                sequence,
+                Evictable {
+                    standing,
+                    key,
+                    release: release.clone(),
+                },
+            );
+            sequence
+        });
         Ok(Slot {
             admission: Arc::clone(self),
-            ip,
+            key,
+            sequence,
+            release,
         })
     }
 }
 
-/// One admitted connection's place in the counts, given back when dropped.
+impl Counts {
+    /// Closes the oldest connection that has proven nothing, giving its place back now;
+    /// `false` when every one has proven itself.
+    fn evict_oldest_unproven(&mut self) -> bool {
+        let Some(sequence) = self
+            .evictable
+            .iter()
+            .find(|(_, connection)| !connection.standing.is_proven())
+            .map(|(sequence, _)| *sequence)
+        else {
+            return false;
+        };
+        let Some(victim) = self.evictable.remove(&sequence) else {
+            return false;
+        };
+        self.give_back(victim.key);
+        victim.release.done.store(true, Ordering::Relaxed);
+        victim.release.evicted.notify_one();
+        counter!(CONNECTIONS_EVICTED).increment(1);
+        true
+    }
+
+    fn give_back(&mut self, key: IpAddr) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(count) = self.per_address.get_mut(&key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.per_address.remove(&key);
+            }
+        }
+    }
+}
+
+/// One admitted connection's place in the counts, given back when dropped (unless an eviction
+/// gave it back already).
 #[derive(Debug)]
 struct Slot {
     admission: Arc<Admission>,
-    ip: IpAddr,
+    key: IpAddr,
+    /// Its place among the evictable connections, if it is one.
+    sequence: Option<u64>,
+    release: Release,
+}
+
+impl Slot {
+    /// Told when the listener closes this connection to make room.
+    fn evicted(&self) -> Arc<Notify> {
+        Arc::clone(&self.release.evicted)
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut counts = self.admission.counts();
-        counts.total = counts.total.saturating_sub(1);
-        if let Some(count) = counts.per_address.get_mut(&self.ip) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                counts.per_address.remove(&self.ip);
-            }
+        if let Some(sequence) = self.sequence {
+            counts.evictable.remove(&sequence);
+        }
+        if !self.release.done.swap(true, Ordering::Relaxed) {
+            counts.give_back(self.key);
         }
     }
 }
@@ -484,44 +610,100 @@ mod tests {
             for _ in 0..3 {
                 slots.push(
                     admission
-                        .admit([10, 0, 0, host].into())
+                        .admit([10, 0, 0, host].into(), None)
                         .expect("under the caps"),
                 );
             }
             assert_eq!(
-                admission.admit([10, 0, 0, host].into()).err(),
+                admission.admit([10, 0, 0, host].into(), None).err(),
                 Some(Refusal::AddressFull)
             );
         }
         for _ in 0..2 {
             slots.push(
                 admission
-                    .admit([10, 0, 0, 9].into())
+                    .admit([10, 0, 0, 9].into(), None)
                     .expect("under the caps"),
             );
         }
         // 8 of 12 taken: the next stranger is refused, members are not.
         assert_eq!(
-            admission.admit([10, 0, 0, 10].into()).err(),
+            admission.admit([10, 0, 0, 10].into(), None).err(),
             Some(Refusal::ListenerFull)
         );
         for _ in 0..4 {
-            slots.push(admission.admit(MEMBER.into()).expect("the reserve"));
+            slots.push(admission.admit(MEMBER.into(), None).expect("the reserve"));
         }
         assert_eq!(
-            admission.admit(MEMBER.into()).err(),
+            admission.admit(MEMBER.into(), None).err(),
             Some(Refusal::ListenerFull)
         );
         // Closing connections gives their slots back.
         slots.clear();
-        assert!(admission.admit([10, 0, 0, 9].into()).is_ok());
+        assert!(admission.admit([10, 0, 0, 9].into(), None).is_ok());
+    }
+
+    /// The hostile probe's N2: a full API listener closes its oldest connection that proved
+    /// nothing to admit a new one, and never one that proved itself.
+    #[test]
+    fn a_full_api_listener_makes_room_by_closing_the_oldest_unproven_connection() {
+        let admission = Arc::new(Admission::new(limits(3, 3, 0)));
+        let flood: Vec<(Standing, Slot)> = (0..2)
+            .map(|_| {
+                let standing = Standing::default();
+                let slot = admission
+                    .admit([10, 0, 0, 2].into(), Some(standing.clone()))
+                    .expect("under the cap");
+                (standing, slot)
+            })
+            .collect();
+        let client = Standing::default();
+        let _client_slot = admission
+            .admit([10, 0, 0, 3].into(), Some(client.clone()))
+            .expect("the last place");
+        client.prove();
+        // Full: a newcomer closes the oldest unproven connection, the flood's first.
+        let newcomer = Standing::default();
+        let _newcomer_slot = admission
+            .admit([10, 0, 0, 4].into(), Some(newcomer.clone()))
+            .expect("room made");
+        let first_closed = flood[0].1.release.done.load(Ordering::Relaxed);
+        assert!(first_closed, "the oldest unproven connection was closed");
+        assert!(!flood[1].1.release.done.load(Ordering::Relaxed));
+        newcomer.prove();
+        flood[1].0.prove();
+        // Everyone left has proven itself: nothing is closed for a stranger.
+        assert_eq!(
+            admission
+                .admit([10, 0, 0, 5].into(), Some(Standing::default()))
+                .err(),
+            Some(Refusal::ListenerFull)
+        );
+        // The closed connection's end does not give its place back a second time.
+        drop(flood);
+        assert_eq!(admission.counts().total, 2);
+    }
+
+    #[test]
+    fn an_ipv6_host_counts_by_its_slash_64() {
+        let admission = Arc::new(Admission::new(limits(10, 2, 0)));
+        let one: IpAddr = "2001:db8:1:2::1".parse().expect("an address");
+        let other: IpAddr = "2001:db8:1:2:ffff::9".parse().expect("an address");
+        let elsewhere: IpAddr = "2001:db8:1:3::1".parse().expect("an address");
+        let _first = admission.admit(one, None).expect("first");
+        let _second = admission.admit(other, None).expect("second");
+        assert_eq!(admission.admit(one, None).err(), Some(Refusal::AddressFull));
+        assert!(admission.admit(elsewhere, None).is_ok());
     }
 
     #[test]
     fn an_ipv4_mapped_address_counts_as_its_ipv4_address() {
         let admission = Arc::new(Admission::new(limits(10, 1, 0)));
-        let _held = admission.admit([10, 0, 0, 7].into()).expect("first");
+        let _held = admission.admit([10, 0, 0, 7].into(), None).expect("first");
         let mapped: IpAddr = "::ffff:10.0.0.7".parse().expect("an address");
-        assert_eq!(admission.admit(mapped).err(), Some(Refusal::AddressFull));
+        assert_eq!(
+            admission.admit(mapped, None).err(),
+            Some(Refusal::AddressFull)
+        );
     }
 }
