@@ -310,8 +310,15 @@ pub fn node_id_of(certificate: &CertificateDer<'_>) -> Result<NodeId, String> {
         .map_err(|error| format!("a common name that is not text: {error}"))?;
     common_name
         .strip_prefix(NODE_CN_PREFIX)
-        .and_then(|id| id.parse::<NodeId>().ok())
+        .and_then(canonical_id)
         .ok_or_else(|| format!("common name {common_name:?} is not {NODE_CN_PREFIX}<id>"))
+}
+
+/// A node id written as `tickd certs` writes it: decimal digits, no sign, no leading zero.
+/// `tickd-node-02` or `tickd-node-+2` is not node 2: one member, one name.
+fn canonical_id(digits: &str) -> Option<NodeId> {
+    let id = digits.parse::<NodeId>().ok()?;
+    (id.to_string() == digits).then_some(id)
 }
 
 /// The member a peer's verified certificate chain names, checked against `members` (the
@@ -448,6 +455,9 @@ mod tests {
             ("tickd-node-x", Err(())),
             ("node-17", Err(())),
             ("tickd-node-17 ", Err(())),
+            ("tickd-node-017", Err(())),
+            ("tickd-node-+17", Err(())),
+            ("tickd-node-0", Ok(0)),
         ] {
             let id = node_id_of(&certificate(&ca, name, &["a.test"])).map_err(|_| ());
             assert_eq!(id, expected, "{name:?}");

@@ -249,10 +249,12 @@ async fn add(
         .await
     {
         Err(error) => {
+            // The caller learns what kind of failure it was, never what the address sent.
+            tracing::warn!(node = id, %address, error = %with_causes(&error), "a node to add did not answer its challenge");
             return refused(MembershipError::Unreachable {
                 id,
                 address,
-                reason: with_causes(&error),
+                reason: error.summary(),
             });
         }
         Ok(proof) => match proof.verify(transport.secret(), &challenge, &node.raft) {

@@ -1,9 +1,10 @@
 //! `tickd backup` and `tickd restore`.
 //!
 //! The backup is checked (format and version) before it is written and before it is sent, so a
-//! bad file is refused here with its path in the message. It is written to a temporary file
-//! beside the target, fsynced, then renamed: an interrupted backup never leaves a truncated
-//! file under the name an operator will restore from.
+//! bad file is refused here with its path in the message. It is written to a new temporary
+//! file of an unguessable name beside the target (created, never opened if something is
+//! there), fsynced, then renamed: an interrupted backup never leaves a truncated file under the
+//! name an operator will restore from, and nothing planted beside it is followed or reused.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -75,16 +76,74 @@ fn write_atomically(path: &Path, document: &Value) -> std::io::Result<()> {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .ok_or_else(|| std::io::Error::other("the path names no file"))?;
-    let temporary = path.with_file_name(format!(".{file_name}.partial"));
+    // A name nobody can guess, created only if nothing is there: a file or symlink planted
+    // beside the target (in a shared directory) is never opened, followed or truncated.
+    let temporary = path.with_file_name(format!(
+        ".{file_name}.{:016x}.partial",
+        rand::random::<u64>()
+    ));
     // The backup holds every http queue id, the capability to pop its ticks: the owner's alone.
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(&temporary)?;
-    file.write_all(&bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
+    let written = file
+        .write_all(&bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error);
+    }
     // The rename is durable only once the directory is.
     tickd_storage::sync_dir(path.parent().unwrap_or(Path::new("")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// The hostile probe's N11: a symlink or a world-writable file planted under the
+    /// temporary name an earlier release used (`.NAME.partial`) is neither followed nor kept.
+    #[test]
+    fn a_planted_partial_file_is_neither_followed_nor_reused() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let target = dir.path().join("backup.json");
+        let elsewhere = dir.path().join("victim");
+        std::fs::write(&elsewhere, "precious").expect("the victim file");
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(".backup.json.partial"))
+            .expect("a planted symlink");
+        write_atomically(&target, &json!({"format": "tickd-backup"})).expect("the backup");
+        assert_eq!(
+            std::fs::read_to_string(&elsewhere).expect("read"),
+            "precious"
+        );
+        let mode = std::fs::metadata(&target)
+            .expect("the backup")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+
+        let planted = dir.path().join(".again.json.partial");
+        std::fs::write(&planted, "").expect("a planted file");
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666))
+            .expect("world-writable");
+        let again = dir.path().join("again.json");
+        write_atomically(&again, &json!({})).expect("the backup");
+        let mode = std::fs::metadata(&again)
+            .expect("the backup")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".partial") && name.matches('.').count() > 3)
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
 }

@@ -147,10 +147,14 @@ impl AdminClient {
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT);
-        let builder = match tls {
-            Some(tls) => builder.tls_backend_preconfigured(tls),
-            None => builder,
+        // Plain HTTP needs no roots: without this, reqwest would load the system's, and fail
+        // on a machine without `ca-certificates`.
+        let tls = match tls {
+            Some(tls) => tls,
+            None => tickd_raft::network::unused_tls()
+                .map_err(|error| CliError::Usage(format!("cannot set up TLS: {error}")))?,
         };
+        let builder = builder.tls_backend_preconfigured(tls);
         let http = builder
             .build()
             .map_err(|error| CliError::Usage(format!("cannot build an HTTP client: {error}")))?;
