@@ -271,22 +271,31 @@ async fn ticktoks_api_key_parameter_signs_in_and_leaves_the_address() {
 #[tokio::test]
 async fn a_node_serves_at_most_32_event_streams_and_each_begins_with_the_cluster() {
     let cluster = TestCluster::start(1).await;
-    let open = || {
-        cluster
-            .client()
+    // One address holds at most four streams: the 32 come from eight loopback addresses, the
+    // 33rd from a ninth.
+    let clients: Vec<reqwest::Client> = (0..9u8)
+        .map(|n| {
+            tickd_tests::http::client_builder()
+                .local_address(std::net::IpAddr::from([127, 0, 0, 50 + n]))
+                .build()
+                .expect("an HTTP client")
+        })
+        .collect();
+    let open = |n: usize| {
+        clients[n / 4]
             .get(format!("{}/api/v1/events", cluster.api_url(1)))
             .bearer_auth(cluster.token())
             .send()
     };
     let mut streams = Vec::new();
     for n in 0..32 {
-        let response = open()
+        let response = open(n)
             .await
             .unwrap_or_else(|error| panic!("stream {n}: {error}"));
         assert_eq!(response.status(), StatusCode::OK, "stream {n}");
         streams.push(response);
     }
-    let refused = open().await.expect("the 33rd stream's answer");
+    let refused = open(32).await.expect("the 33rd stream's answer");
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(refused.headers().contains_key("retry-after"));
     let first = streams[0]
@@ -299,7 +308,7 @@ async fn a_node_serves_at_most_32_event_streams_and_each_begins_with_the_cluster
     // A closed stream frees its slot.
     streams.pop();
     eventually("a freed slot", SHOWN_WITHIN, POLL, || async {
-        let response = open().await.ok()?;
+        let response = open(31).await.ok()?;
         (response.status() == StatusCode::OK).then_some(())
     })
     .await;

@@ -5,8 +5,8 @@
 //! - Idle long polls cost the leader almost no CPU: they wake when their own queue changes,
 //!   not on every Raft event, and a tick still wakes its poll at once.
 //! - Long polls beyond the node's cap are answered at once instead of held.
-//! - Requests without a valid token (health, wrong tokens) are limited per client address;
-//!   a token holder on the same address and pops are not.
+//! - Requests without a valid token (unknown paths, wrong tokens) are limited per client
+//!   address; a token holder on the same address, pops and health checks are not.
 //!
 //! The scenarios run one at a time (a CPU measurement must not share the box with another
 //! cluster of this file).
@@ -452,20 +452,22 @@ async fn a_stranger_past_its_burst_gets_429_and_a_token_holder_on_its_address_do
         (status, retry_after, body)
     };
 
-    // The burst: five health checks (in well under a second, so at most one more refills).
+    // The burst: five requests for nothing (in well under a second, so at most one more
+    // refills).
+    let nothing = format!("{base}/mgmt/nothing-here");
     for n in 0..5 {
-        let (status, _, body) = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
-        assert_eq!(status, StatusCode::OK, "health check {n}: {body}");
+        let (status, _, body) = status_of(stranger.get(&nothing)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "request {n}: {body}");
     }
     let mut refused = None;
     for _ in 0..3 {
-        let answer = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
+        let answer = status_of(stranger.get(&nothing)).await;
         if answer.0 == StatusCode::TOO_MANY_REQUESTS {
             refused = Some(answer);
             break;
         }
     }
-    let (_, retry_after, body) = refused.expect("a health check past the burst gets a 429");
+    let (_, retry_after, body) = refused.expect("a request past the burst gets a 429");
     assert!(
         retry_after.is_some_and(|seconds| seconds >= 1),
         "Retry-After: {retry_after:?}"
@@ -477,6 +479,16 @@ async fn a_stranger_past_its_burst_gets_429_and_a_token_holder_on_its_address_do
             .is_some_and(|message| message.contains("without a valid token")),
         "{body}"
     );
+    // Health is never counted: a load balancer behind the stranger's address still sees the
+    // node UP (the second hostile probe's N6).
+    for _ in 0..20 {
+        let (status, _, body) = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "health from a refused address: {body}"
+        );
+    }
     // A token guesser on that address is refused before its guess is looked at.
     let (status, _, body) = status_of(
         stranger
@@ -499,8 +511,8 @@ async fn a_stranger_past_its_burst_gets_429_and_a_token_holder_on_its_address_do
         assert_eq!(status, StatusCode::OK, "a pop of a real queue: {body}");
     }
     // Another address has its own bucket.
-    let (status, _, body) = status_of(client_at(10).get(format!("{base}/mgmt/health"))).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, body) = status_of(client_at(10).get(&nothing)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 
     let (status, _, metrics) =
         api::send(api::operator(&cluster, Method::GET, node, "/metrics")).await;
@@ -518,6 +530,6 @@ async fn a_stranger_past_its_burst_gets_429_and_a_token_holder_on_its_address_do
 
     // The bucket refills at the rate.
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let (status, _, body) = status_of(stranger.get(format!("{base}/mgmt/health"))).await;
-    assert_eq!(status, StatusCode::OK, "after a pause: {body}");
+    let (status, _, body) = status_of(stranger.get(&nothing)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "after a pause: {body}");
 }

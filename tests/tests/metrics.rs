@@ -329,6 +329,7 @@ async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
     );
     let (status, _, _) = api::send(operator(&cluster, Method::GET, 1, "/metrics")).await;
     assert_eq!(status, StatusCode::OK);
+    // Never in the URL, where proxy logs and shell history keep it.
     let (status, _, body) = api::send(anonymous(
         &cluster,
         Method::GET,
@@ -336,6 +337,8 @@ async fn metrics_need_the_token_unless_the_cluster_file_says_otherwise() {
         &format!("/metrics?access_token={operator_token}"),
     ))
     .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _, body) = api::send(operator(&cluster, Method::GET, 1, "/metrics")).await;
     assert_eq!(status, StatusCode::OK);
     let text = body.as_str().expect("a text body");
     assert!(

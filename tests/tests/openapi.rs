@@ -13,7 +13,7 @@ use std::path::Path;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tickd_tests::api::{OPENAPI_PATH, anonymous, authed, collect, send};
+use tickd_tests::api::{OPENAPI_PATH, anonymous, collect, operator, send};
 use tickd_tests::{TestCluster, tools};
 
 /// The methods probed on every path.
@@ -108,9 +108,10 @@ async fn the_served_document_validates_as_openapi_3_1() {
 /// A request on node 1 that carries the access token and the operator token, so that no route
 /// refuses it for its credentials before routing has a say.
 fn with_both_tokens(cluster: &TestCluster, method: Method, path: &str) -> reqwest::RequestBuilder {
+    // The operator token is taken only in the header; the access token also in the URL.
     let separator = if path.contains('?') { '&' } else { '?' };
-    let path = format!("{path}{separator}access_token={}", cluster.operator_token());
-    authed(cluster, method, 1, &path)
+    let path = format!("{path}{separator}access_token={}", cluster.token());
+    operator(cluster, method, 1, &path)
 }
 
 /// The status and body of a request; an event stream's body is not read (it never ends).
