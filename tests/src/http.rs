@@ -12,3 +12,13 @@ pub fn client_builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().no_proxy()
 }
+
+/// A client whose requests come from the loopback address 127.0.0.`n`, so that a test can
+/// play several client hosts (the API caps and limits per client address).
+pub fn client_from(n: u8, timeout: std::time::Duration) -> reqwest::Client {
+    client_builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, n]))
+        .timeout(timeout)
+        .build()
+        .expect("an HTTP client")
+}

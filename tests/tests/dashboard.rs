@@ -274,12 +274,7 @@ async fn a_node_serves_at_most_32_event_streams_and_each_begins_with_the_cluster
     // One address holds at most four streams: the 32 come from eight loopback addresses, the
     // 33rd from a ninth.
     let clients: Vec<reqwest::Client> = (0..9u8)
-        .map(|n| {
-            tickd_tests::http::client_builder()
-                .local_address(std::net::IpAddr::from([127, 0, 0, 50 + n]))
-                .build()
-                .expect("an HTTP client")
-        })
+        .map(|n| tickd_tests::http::client_from(50 + n, Duration::from_secs(30)))
         .collect();
     let open = |n: usize| {
         clients[n / 4]

@@ -10,7 +10,6 @@
 //! - A clean install: a node starts and serves where the system has no root certificates (a
 //!   slim image without `ca-certificates`).
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -21,11 +20,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A client whose requests come from 127.0.0.`n`.
 fn client_at(n: u8) -> reqwest::Client {
-    tickd_tests::http::client_builder()
-        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("an HTTP client")
+    tickd_tests::http::client_from(n, Duration::from_secs(30))
 }
 
 async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {

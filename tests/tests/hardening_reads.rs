@@ -11,7 +11,6 @@
 //! The scenarios run one at a time (a CPU measurement must not share the box with another
 //! cluster of this file).
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -82,11 +81,7 @@ fn spread_clients(count: u8) -> Vec<reqwest::Client> {
 
 /// A client whose requests come from 127.0.0.`n`.
 fn client_at(n: u8) -> reqwest::Client {
-    tickd_tests::http::client_builder()
-        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, n)))
-        .timeout(Duration::from_secs(MAX_WAIT_SECONDS + 20))
-        .build()
-        .expect("an HTTP client")
+    tickd_tests::http::client_from(n, Duration::from_secs(MAX_WAIT_SECONDS + 20))
 }
 
 /// Registers `count` http clocks that never tick on their own, and returns their ids and pop

@@ -330,26 +330,26 @@ async fn a_cut_follower_is_reported_and_a_cut_leader_reports_down() {
     cluster.heal_links();
     let leader = cluster.wait_for_leader(READY_TIMEOUT).await;
     cluster.isolate(leader);
-    eventually(
-        "the isolated leader reports DOWN",
+    health_becomes(
+        &cluster,
+        leader,
+        StatusCode::SERVICE_UNAVAILABLE,
         STALL_REPORTED_WITHIN,
-        Duration::from_millis(500),
-        || async {
-            match health(&cluster, leader).await {
-                (StatusCode::SERVICE_UNAVAILABLE, _, body) => Ok(body),
-                (code, _, body) => Err(format!("{code} {body}")),
-            }
-        },
     )
     .await;
     cluster.heal_links();
+    health_becomes(&cluster, leader, StatusCode::OK, READY_TIMEOUT).await;
+}
+
+/// Waits until `node`'s health answers `wanted`.
+async fn health_becomes(cluster: &TestCluster, node: NodeId, wanted: StatusCode, within: Duration) {
     eventually(
-        "the cluster is whole again",
-        READY_TIMEOUT,
+        &format!("node {node}'s health answers {wanted}"),
+        within,
         Duration::from_millis(500),
         || async {
-            match health(&cluster, leader).await {
-                (StatusCode::OK, _, body) => Ok(body),
+            match health(cluster, node).await {
+                (code, _, body) if code == wanted => Ok(body),
                 (code, _, body) => Err(format!("{code} {body}")),
             }
         },
