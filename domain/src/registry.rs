@@ -2570,6 +2570,29 @@ mod tests {
         assert!(registry.cursor(&id("rk")).is_some());
     }
 
+    /// The second hostile probe's N9: a scheduled tick filed twice in a queue was restored,
+    /// and delivered once per copy.
+    #[test]
+    fn a_backup_that_files_one_tick_twice_is_refused() {
+        let mut source = Registry::new();
+        create(&mut source, "h", "every.1.seconds", "hq");
+        source.apply(intent(3_000, 2_500));
+        let mut snapshot: RegistrySnapshot = source.into();
+        assert_eq!(snapshot.validate_for_restore(2_500), Ok(()));
+        let queues = &mut snapshot.ledger.ticks.queues;
+        let (queue_id, mut queue) = queues
+            .iter()
+            .find(|(_, queue)| !queue.is_empty())
+            .map(|(queue_id, queue)| (queue_id.clone(), queue.clone()))
+            .expect("the intent filed ticks");
+        queue.push_back(queue[0].clone());
+        queues.insert(queue_id, queue);
+        let refused = snapshot
+            .validate_for_restore(2_500)
+            .expect_err("a tick twice");
+        assert!(refused.to_string().contains("appears twice"), "{refused}");
+    }
+
     #[test]
     fn a_restore_whose_document_is_not_a_registry_is_rejected_and_changes_nothing() {
         let mut target = Registry::new();

@@ -204,7 +204,7 @@ impl RegistrySnapshot {
                 id: clock.id.clone(),
             });
         }
-        let mut manual_ids = BTreeSet::new();
+        let mut filed_ids = BTreeSet::new();
         for tick in ledger.outbox.values() {
             let place = "ledger.outbox";
             let clock = by_id
@@ -213,7 +213,7 @@ impl RegistrySnapshot {
             if clock.channel != Channel::Rabbit {
                 return Err(tick_error(place, tick, "its clock is not a RabbitMQ clock"));
             }
-            validate_tick(place, tick, clock, ledger.manual_sequence, &mut manual_ids)?;
+            validate_tick(place, tick, clock, ledger.manual_sequence, &mut filed_ids)?;
         }
         for (queue_id, ticks) in &ledger.queues {
             let clock = by_queue
@@ -227,7 +227,7 @@ impl RegistrySnapshot {
                     tick,
                     clock,
                     ledger.manual_sequence,
-                    &mut manual_ids,
+                    &mut filed_ids,
                 )?;
             }
         }
@@ -259,14 +259,14 @@ fn validate_clock(index: usize, clock: &Clock) -> Result<(), RestoreError> {
 }
 
 /// Checks that a filed tick is one its clock could have filed: same clock, name and schedule,
-/// and the id derived from them (a manual tick's sequence number below the ledger's counter,
-/// each used once).
+/// and the id derived from them (a manual tick's sequence number below the ledger's counter),
+/// each id filed once.
 fn validate_tick(
     place: &'static str,
     tick: &Tick,
     clock: &Clock,
     manual_sequence: u64,
-    manual_ids: &mut BTreeSet<TickId>,
+    filed_ids: &mut BTreeSet<TickId>,
 ) -> Result<(), RestoreError> {
     if tick.clock != clock.id {
         return Err(tick_error(place, tick, "it is filed under another clock"));
@@ -303,15 +303,16 @@ fn validate_tick(
                 ));
             }
         }
-        if !manual_ids.insert(tick.id.clone()) {
-            return Err(tick_error(place, tick, "it appears twice"));
-        }
     } else if TickId::scheduled(&clock.id, tick.due_at_ms) != tick.id {
         return Err(tick_error(
             place,
             tick,
             "a scheduled tick's id is <clock>-<due_at_ms>",
         ));
+    }
+    // One tick id, one delivery: a copy would be delivered once per copy.
+    if !filed_ids.insert(tick.id.clone()) {
+        return Err(tick_error(place, tick, "it appears twice"));
     }
     Ok(())
 }

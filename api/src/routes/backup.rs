@@ -11,6 +11,8 @@
 //! as registrations and intents could have produced them; `Backup::from_json`: the RabbitMQ
 //! queue names as written), and a bad one is a 400 that names the clock and field. The registry runs the same check again when it applies the restore.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
@@ -26,6 +28,11 @@ use crate::routes::clocks::{prepare_queue, unexpected};
 /// The largest backup `POST /api/v1/restore` accepts. The restore travels as one Raft log
 /// entry, which must stay well under the 64 MiB Raft RPC limit.
 pub const MAX_RESTORE_BYTES: usize = 32 * 1024 * 1024;
+
+/// How long a restore waits for a cluster at level 1 to rise before it is refused.
+const LEVEL_WAIT: Duration = Duration::from_secs(5);
+/// How often it looks.
+const LEVEL_POLL: Duration = Duration::from_millis(100);
 
 /// What a restore body looks like.
 const BACKUP_BODY: BodyShape = BodyShape {
@@ -89,8 +96,9 @@ pub async fn backup(State(app): State<AppState>) -> Result<Json<Backup>, ApiErro
             `max_clocks`, or has no broker for the backup's RabbitMQ clocks", body = ErrorBody),
         (status = 413, description = "Body over 32 MiB", body = ErrorBody),
         (status = 415, description = "Body not declared as JSON", body = ErrorBody),
-        (status = 503, description = "No leader reachable, or a RabbitMQ queue could not be \
-            declared", body = ErrorBody),
+        (status = 503, description = "No leader reachable, a RabbitMQ queue could not be \
+            declared, or the cluster still runs at level 1 (its first seconds, or a node of \
+            v0.1.0)", body = ErrorBody),
     ),
 )]
 pub async fn restore(
@@ -106,7 +114,7 @@ pub async fn restore(
              the cluster file (or RABBIT_URI) and restart the nodes before restoring",
         ));
     }
-    refuse_unless_empty(&app).await?;
+    check_restorable(&app).await?;
     let now_ms = app.replica.clock().now_ms();
     backup
         .registry
@@ -150,13 +158,32 @@ pub async fn restore(
 /// would still have to replicate it, with everything written after it waiting behind. The
 /// check reads the committed state (a linearizable read); a registration that commits between
 /// it and the restore's entry is still caught when the registry applies the restore.
-async fn refuse_unless_empty(app: &AppState) -> Result<(), ApiError> {
+///
+/// A cluster at level 1 (its first seconds, or a rolling upgrade from v0.1.0) applies a
+/// restore as v0.1.0 does, without the bounds on its queues: the restore waits up to
+/// [`LEVEL_WAIT`] for the level to rise (a new cluster's does within about two seconds), then
+/// is refused.
+async fn check_restorable(app: &AppState) -> Result<(), ApiError> {
     app.replica.linearize().await?;
     let clocks = app.replica.state().read().registry.len();
-    if clocks == 0 {
-        return Ok(());
+    if clocks != 0 {
+        return Err(not_empty(clocks as u64));
     }
-    Err(not_empty(clocks as u64))
+    let waited = tokio::time::timeout(LEVEL_WAIT, async {
+        while !app.replica.state().read().cluster_level.bounds_commands() {
+            tokio::time::sleep(LEVEL_POLL).await;
+        }
+    })
+    .await;
+    if waited.is_err() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "this cluster still runs at level 1 (it formed a moment ago, or a node runs \
+             v0.1.0), where a restore is applied without bounds on its queues; retry once \
+             every node runs this release (a new cluster rises within seconds)",
+        ));
+    }
+    Ok(())
 }
 
 fn not_empty(clocks: u64) -> ApiError {
