@@ -172,6 +172,14 @@ pub enum PeerSecurity {
     MutualTls(Box<rustls::ClientConfig>),
 }
 
+/// `body` as JSON, for a request to the peer at `addr`.
+fn encode<Req: Serialize + ?Sized>(addr: &str, body: &Req) -> Result<Vec<u8>, TransportError> {
+    serde_json::to_vec(body).map_err(|source| TransportError::Unencodable {
+        addr: addr.to_string(),
+        source,
+    })
+}
+
 /// A TLS client configuration that trusts nothing, for an HTTP client that only ever speaks
 /// plain HTTP: building it needs no root certificates from the system.
 pub fn unused_tls() -> Result<rustls::ClientConfig, rustls::Error> {
@@ -270,11 +278,8 @@ impl PeerTransport {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        let body = serde_json::to_vec(body).map_err(|source| TransportError::Unencodable {
-            addr: addr.to_string(),
-            source,
-        })?;
-        self.post_encoded(addr, path, body, timeout).await
+        self.post_encoded(addr, path, encode(addr, body)?, timeout)
+            .await
     }
 
     /// POSTs `body`, already encoded as JSON, to `{addr}{path}` and decodes the JSON answer.
@@ -477,13 +482,10 @@ impl Peer {
     ) -> tokio::task::JoinHandle<AppendAnswer> {
         let peer = self.clone();
         tokio::spawn(async move {
-            let body = serde_json::to_vec(&rpc).map_err(|source| {
-                let error = TransportError::Unencodable {
-                    addr: peer.addr.clone(),
-                    source,
-                };
-                RPCError::Unreachable(Unreachable::new(&error))
-            })?;
+            let body = match encode(&peer.addr, &rpc) {
+                Ok(body) => body,
+                Err(error) => return peer.judge(Err(error)),
+            };
             telemetry::record_append_sent(peer.target, body.len());
             let deadline = flight_deadline(body.len(), typical);
             let answer = peer
