@@ -210,6 +210,20 @@ ensure_cargo_deb() {
   cargo install --locked --quiet cargo-deb --version "$CARGO_DEB_VERSION"
 }
 
+# The package's install test (tests/tests/package/installed.rs) builds a fresh Debian root
+# with mmdebstrap (bookworm minbase, from deb.debian.org, the mirror mmdebstrap defaults to),
+# installs the .deb into it and starts the node there with chroot, unshare and nsenter
+# (util-linux, on every Debian system). The root is built once and kept as a tarball under
+# ~/.cache/tickd/debian-roots; delete it to build a newer one.
+ensure_mmdebstrap() {
+  if command -v mmdebstrap >/dev/null 2>&1; then
+    say "mmdebstrap: present"
+  else
+    say "mmdebstrap: missing, installing it"
+    apt_install mmdebstrap
+  fi
+}
+
 # The power-loss tests mount one FUSE filesystem per node (tickd-powerloss, built on fuser
 # without libfuse: as root it mounts with mount(2)); they unmount with fusermount3, from fuse3,
 # and need the kernel's /dev/fuse, which no package provides.

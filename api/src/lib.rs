@@ -60,6 +60,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use auth::AccessToken;
+pub use base_url::LinkHosts;
 pub use channels::QueueDeclarer;
 pub use error::ApiError;
 pub use polls::PollTracker;
@@ -112,6 +113,8 @@ pub struct ApiConfig {
     pub public_url: Option<String>,
     /// This node's API address, the last resort for links when a request has no Host header.
     pub api_address: String,
+    /// The `Host` headers links may be built on when there is no public URL.
+    pub link_hosts: LinkHosts,
     /// Whether this node's API listener speaks TLS: links and poll URLs then say `https`.
     pub tls: bool,
     /// The AMQP URI handed to consumers; `Some` selects the rabbit channel for new clocks.

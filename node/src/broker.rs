@@ -31,6 +31,26 @@ pub enum BrokerConfigError {
     /// The CA file cannot be read or holds no certificate.
     #[error(transparent)]
     Ca(#[from] TlsError),
+    /// `rabbit_client_uri` is not an AMQP URI; like the node's URI, it is not repeated.
+    #[error(
+        "`rabbit_client_uri` is not an AMQP URI ({0}); write it as \
+         amqp://client-user:password@host:5672/%2f, the URI clients consume with"
+    )]
+    ClientUnparsable(String),
+    /// `rabbit_client_uri` is set, but the node has no broker.
+    #[error(
+        "`rabbit_client_uri` is set but the node has no RabbitMQ URI (RABBIT_URI or \
+         `rabbit_uri`): clients get http channels; set both or remove `rabbit_client_uri`"
+    )]
+    ClientWithoutBroker,
+    /// The node would hand its own broker credentials to clients on the network.
+    #[error(
+        "this node's API is reachable off loopback and the cluster file has no \
+         `rabbit_client_uri`: every registration would hand clients the node's own RabbitMQ \
+         credentials. Create a RabbitMQ user for clients (it needs only to consume the \
+         ticktok-* queues) and set `rabbit_client_uri` to its URI"
+    )]
+    ClientUriMissing,
 }
 
 /// The broker this node uses, if any: `uri` (already chosen between the environment and the
@@ -59,6 +79,30 @@ pub fn endpoint(
         );
     }
     Ok(Some(BrokerEndpoint { uri, ca_pem }))
+}
+
+/// The AMQP URI handed to clients in their channel (SPEC §1): `client_uri` when the file sets
+/// one; the node's own `node_uri` only when the API listens on loopback, where the clients are
+/// this machine's and the default stays Ticktok's (clients consume with the server's URI).
+/// Off loopback the node's credentials would reach every client on the network, so a URI of
+/// the clients' own is required.
+pub fn client_uri(
+    node_uri: Option<&str>,
+    client_uri: Option<String>,
+    api_on_loopback: bool,
+) -> Result<Option<String>, BrokerConfigError> {
+    match (node_uri, client_uri) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(BrokerConfigError::ClientWithoutBroker),
+        (Some(_), Some(client)) => {
+            client
+                .parse::<AMQPUri>()
+                .map_err(BrokerConfigError::ClientUnparsable)?;
+            Ok(Some(client))
+        }
+        (Some(node), None) if api_on_loopback => Ok(Some(node.to_owned())),
+        (Some(_), None) => Err(BrokerConfigError::ClientUriMissing),
+    }
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -127,6 +171,39 @@ mod tests {
                 .ca_pem
                 .is_some_and(|pem| pem.contains("BEGIN CERTIFICATE"))
         );
+    }
+
+    #[test]
+    fn clients_get_the_nodes_uri_only_on_loopback() {
+        let node = "amqp://tickd:node-secret@10.0.0.9:5672/%2f";
+        let client = "amqp://clients:client-pass@10.0.0.9:5672/%2f".to_owned();
+        assert_eq!(
+            client_uri(Some(node), None, true).ok().flatten().as_deref(),
+            Some(node)
+        );
+        assert!(matches!(
+            client_uri(Some(node), None, false),
+            Err(BrokerConfigError::ClientUriMissing)
+        ));
+        for on_loopback in [true, false] {
+            assert_eq!(
+                client_uri(Some(node), Some(client.clone()), on_loopback)
+                    .ok()
+                    .flatten(),
+                Some(client.clone())
+            );
+        }
+        assert!(matches!(client_uri(None, None, false), Ok(None)));
+        assert!(matches!(
+            client_uri(None, Some(client), true),
+            Err(BrokerConfigError::ClientWithoutBroker)
+        ));
+        let error = client_uri(Some(node), Some("http://u:hunter2@h".to_owned()), true)
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("rabbit_client_uri"), "{error}");
+        assert!(!error.contains("hunter2"), "the password leaked: {error}");
     }
 
     #[test]

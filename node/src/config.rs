@@ -14,6 +14,8 @@ use tickd_raft::{NodeAddr, NodeId};
 use crate::listener::{self, ListenerLimits};
 use crate::tls::TlsFiles;
 
+mod links;
+
 /// Default API address of the embedded single node (SPEC §8).
 pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9643));
 /// Default Raft address of the embedded single node.
@@ -54,7 +56,9 @@ struct ClusterFile {
     operator_token: Option<String>,
     secret: String,
     rabbit_uri: Option<String>,
+    rabbit_client_uri: Option<String>,
     rabbit_ca_file: Option<PathBuf>,
+    api_hosts: Option<Vec<String>>,
     snapshot_every: Option<u64>,
     max_clocks: Option<u64>,
     max_long_polls: Option<usize>,
@@ -119,6 +123,8 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// The externally visible base URL, when links must not be derived from the request.
     pub public_url: Option<String>,
+    /// The `Host` headers links may be built on when there is no public URL (see [`links`]).
+    pub link_hosts: tickd_api::LinkHosts,
     /// The founding members: the nodes of the file without `join = true`, which form the
     /// cluster by themselves. This node is among them unless it joins.
     pub members: BTreeMap<NodeId, NodeAddr>,
@@ -138,6 +144,9 @@ pub struct NodeConfig {
     pub secret: Option<String>,
     /// The RabbitMQ URI for the rabbit channel; `None` selects the http channel.
     pub rabbit_uri: Option<String>,
+    /// The AMQP URI handed to clients in their channel, when it is not `rabbit_uri`: clients
+    /// get credentials of their own instead of the node's (see [`crate::broker::client_uri`]).
+    pub rabbit_client_uri: Option<String>,
     /// Certificates trusted for an `amqps://` broker beside the system's roots.
     pub rabbit_ca_file: Option<PathBuf>,
     /// Log entries between snapshots.
@@ -235,6 +244,7 @@ impl NodeConfig {
             tls: None,
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             public_url: None,
+            link_hosts: tickd_api::LinkHosts::Any,
             members: members.clone(),
             listed: members,
             join: false,
@@ -243,6 +253,7 @@ impl NodeConfig {
             operator_token: None,
             secret: None,
             rabbit_uri: None,
+            rabbit_client_uri: None,
             rabbit_ca_file: None,
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
             max_clocks: DEFAULT_MAX_CLOCKS,
@@ -733,6 +744,16 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         .filter(|(peer, _)| **peer != id)
         .map(|(peer, node)| (*peer, dial.get(peer).unwrap_or(&node.raft)));
     check_peer_exposure(&file, id, &tls, dialled)?;
+    // With a public URL, links never use the Host header.
+    let link_hosts = match &me.public_url {
+        Some(_) => tickd_api::LinkHosts::Any,
+        None => links::link_hosts(
+            file.api_hosts.as_deref(),
+            file.node.iter().map(|node| &node.api),
+            api,
+        )
+        .map_err(|why| Problem::Invalid(format!("node {id}: {why}")))?,
+    };
     let strangers = stranger_quota(&file)?;
     let max_clock_offset = max_clock_offset(&file)?;
     let dashboard_dir = file.dashboard_dir.as_ref().map(|dir| base.join(dir));
@@ -749,6 +770,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         tls,
         data_dir: base.join(&me.data_dir),
         public_url: me.public_url.clone(),
+        link_hosts,
         members,
         listed,
         join: me.join,
@@ -757,6 +779,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         operator_token: file.operator_token,
         secret: Some(file.secret),
         rabbit_uri: file.rabbit_uri,
+        rabbit_client_uri: file.rabbit_client_uri,
         rabbit_ca_file: file.rabbit_ca_file.as_ref().map(|path| base.join(path)),
         dashboard_dir,
         snapshot_every: file

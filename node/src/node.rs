@@ -98,7 +98,12 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         .ok()
         .filter(|uri| !uri.is_empty())
         .or(config.rabbit_uri.clone());
-    let broker_endpoint = broker::endpoint(rabbit_uri.clone(), config.rabbit_ca_file.as_deref())?;
+    let client_uri = broker::client_uri(
+        rabbit_uri.as_deref(),
+        config.rabbit_client_uri.clone(),
+        config.api.ip().is_loopback(),
+    )?;
+    let broker_endpoint = broker::endpoint(rabbit_uri, config.rabbit_ca_file.as_deref())?;
     let data_dir = config.data_dir.clone();
     let data_dir_error = |source| NodeError::DataDir {
         path: data_dir.clone(),
@@ -236,8 +241,9 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         operator_token,
         public_url: config.public_url.clone(),
         api_address: config.api_address.clone(),
+        link_hosts: config.link_hosts.clone(),
         tls: tls.is_some(),
-        rabbit_uri,
+        rabbit_uri: client_uri,
         max_clocks: config.max_clocks,
         metrics_require_token: config.metrics_require_token,
         max_long_polls: config.max_long_polls,

@@ -196,6 +196,77 @@ async fn one_address_cannot_take_a_listeners_whole_budget() {
     drop(held);
 }
 
+/// Issue 43, N2: strangers from many addresses (eight IPv4 addresses, each under its own cap)
+/// fill the API listener with connections that never prove anything; a client with a token
+/// still gets an answer, because the listener closes the oldest unproven connection to make
+/// room, and counts it.
+#[tokio::test]
+async fn a_full_api_listener_closes_the_oldest_stranger_for_a_token_holder() {
+    const CAP: usize = 24;
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("api_max_connections", CAP.to_string())
+        .setting("api_max_connections_per_address", "8")
+        .start()
+        .await;
+    let api = cluster.api_addr(1);
+    let mut strangers = Vec::new();
+    for n in 0..CAP {
+        let from = stranger(10 + u16::try_from(n % 8).expect("a small number"));
+        strangers.push(connect_from(from, api).await);
+    }
+    // Held, not closed: every one is within its address's cap (header_read_timeout is 10 s).
+    for stream in &mut strangers {
+        assert!(
+            !closed_within(stream, Duration::from_millis(50)).await,
+            "a stranger's connection within the caps was closed before the listener was full"
+        );
+    }
+    let mut client = connect_from(stranger(100), api).await;
+    let request = format!(
+        "GET /api/v1/clocks HTTP/1.1\r\nHost: tickd\r\nAuthorization: Bearer {}\r\n\r\n",
+        cluster.token()
+    );
+    client.write_all(request.as_bytes()).await.expect("send");
+    let status = status_line(&mut client, Duration::from_secs(10)).await;
+    assert!(
+        status.as_deref().is_some_and(|line| line.contains(" 200")),
+        "a token holder on a listener full of strangers: {status:?}"
+    );
+    let evicted = {
+        let mut closed = 0;
+        for stream in &mut strangers {
+            if closed_within(stream, Duration::from_millis(200)).await {
+                closed += 1;
+            }
+        }
+        closed
+    };
+    assert!(
+        evicted >= 1,
+        "no stranger's connection was closed to make room"
+    );
+    let (status, _, metrics) = tickd_tests::api::send(tickd_tests::api::operator(
+        &cluster,
+        reqwest::Method::GET,
+        1,
+        "/metrics",
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = metrics.as_str().unwrap_or_default();
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("tickd_connections_evicted_total")
+                && !line.trim_end().ends_with(" 0")),
+        "the eviction is not counted: {}",
+        text.lines()
+            .filter(|line| line.contains("evicted"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 #[tokio::test]
 async fn idle_connections_to_a_followers_raft_port_leave_the_cluster_serving() {
     const FLOOD: u16 = 1_100;

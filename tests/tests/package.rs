@@ -1,11 +1,13 @@
 //! The Debian package, checked the way an operator meets it: `scripts/package --debug` builds
-//! the .deb from the debug binary the suite already compiled, `dpkg-deb` shows what it holds,
-//! and the service's own `ExecStart=` line, run from an extracted copy of the package with
-//! its default configuration, serves the API with the token the node generated.
+//! the .deb from the debug binary the suite already compiled (once per run of this file,
+//! shared by its tests: [`common::package`]), `dpkg-deb` shows what it holds, and the
+//! service's own `ExecStart=` line, run from an extracted copy of the package with its
+//! default configuration, serves the API with the token the node generated. The other test,
+//! in [`installed`], installs the package into a fresh Debian root and runs it there.
 //!
-//! The package is extracted with `dpkg -x` into a temporary root, never installed: installing
-//! would run the maintainer scripts, which create a system user on this machine. The command
-//! line is the unit's, word for word, with its variables expanded from the unit's
+//! Here the package is extracted with `dpkg -x` into a temporary root, never installed:
+//! installing would run the maintainer scripts, which create a system user on this machine.
+//! The command line is the unit's, word for word, with its variables expanded from the unit's
 //! `Environment=` and `EnvironmentFile=` and every absolute path that the package ships
 //! mapped into the temporary root. The shipped cluster file is rewritten only where a test
 //! must differ from a real machine: free loopback ports instead of 9643/9743, and a temporary
@@ -14,53 +16,34 @@
 //! cargo-deb, dpkg-deb and dpkg must be installed; `scripts/test` installs cargo-deb (dpkg is
 //! part of every Debian system). Without them this test fails, it never skips.
 
-use std::collections::BTreeMap;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use reqwest::StatusCode;
-use serde_json::{Value, json};
-use tickd_tests::api::{CLOCKS_PATH, HEALTH_PATH, try_send};
-use tickd_tests::cluster::{POLL_INTERVAL, READY_TIMEOUT, TERMINATE_TIMEOUT};
-use tickd_tests::wait::{eventually, poll_until};
-use tickd_tests::{ports, unique_name};
+use common::{
+    BINARY, CLUSTER_FILE, DEFAULTS_FILE, Node, UNIT_DIRS, UNIT_NAME, UnitService, debug_binary,
+    generated_secret, generated_token, in_root, package, read, register_a_clock, require_tools,
+    run, wait_until_up,
+};
+use tickd_tests::ports;
 
-/// How long `scripts/package --debug` may take: it compiles nothing, but strips and
-/// compresses a debug binary of several hundred megabytes.
-const PACKAGE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// What to do about a missing tool.
-const INSTALL_HINT: &str = "scripts/test installs it (`cargo install --locked cargo-deb`, the \
-                            version pinned in scripts/prerequisites.sh; dpkg-deb and dpkg come \
-                            with Debian's dpkg package)";
-
-/// Where the package puts what this test looks at, as absolute paths on the installed system.
-const BINARY: &str = "/usr/bin/tickd";
-const CLUSTER_FILE: &str = "/etc/tickd/cluster.toml";
-const DEFAULTS_FILE: &str = "/etc/default/tickd";
-const UNIT_NAME: &str = "tickd.service";
-
-/// Where a package may install a systemd unit: cargo-deb has used both.
-const UNIT_DIRS: [&str; 2] = ["/usr/lib/systemd/system", "/lib/systemd/system"];
-
-/// The request timeout of this test's HTTP client.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+#[path = "package/common.rs"]
+mod common;
+#[path = "package/installed.rs"]
+mod installed;
 
 #[tokio::test]
 async fn the_debian_package_installs_a_service_that_serves_the_api() {
     require_tools();
     let scratch = tempfile::tempdir().expect("a temporary directory");
     let scratch = scratch.path();
-    let deb = build_package(scratch).await;
-    let unit_path = check_declarations(&deb);
+    let deb = package().await;
+    let unit_path = check_declarations(deb);
 
     // The package's files, unpacked into a root of their own.
     let root = scratch.join("root");
-    run(Command::new("dpkg").arg("-x").arg(&deb).arg(&root));
+    run(Command::new("dpkg").arg("-x").arg(deb).arg(&root));
     assert_stripped(&in_root(&root, BINARY), &debug_binary());
-    check_postinst(&deb, &root, scratch);
+    check_postinst(deb, &root, scratch);
     let unit = read(&in_root(&root, &unit_path));
     let service = UnitService::parse(&unit);
     for (key, value) in [
@@ -85,7 +68,11 @@ async fn the_debian_package_installs_a_service_that_serves_the_api() {
     let data_dir = scratch.join("state");
     make_runnable(&in_root(&root, CLUSTER_FILE), ports[0], ports[1], &data_dir);
     let environment = service.environment(&root);
-    let argv = service.command_line(&environment, &root);
+    let argv: Vec<String> = service
+        .command_line(&environment)
+        .into_iter()
+        .map(|word| mapped_into(&root, word))
+        .collect();
     assert_eq!(
         argv.first().map(PathBuf::from),
         Some(in_root(&root, BINARY)),
@@ -95,28 +82,12 @@ async fn the_debian_package_installs_a_service_that_serves_the_api() {
     let log_path = scratch.join("tickd.log");
     let mut node = Node::spawn(&argv, &environment, &log_path);
     let base = format!("http://127.0.0.1:{}", ports[0]);
-    let client = tickd_tests::http::client_builder()
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .expect("an HTTP client");
+    let client = common::client();
     wait_until_up(&client, &base, &mut node, &argv, &log_path).await;
 
     // No token in the file: the node generated one into its data directory and said where.
     let token_file = data_dir.join("access-token");
-    let token = read(&token_file).trim_end().to_owned();
-    assert_eq!(
-        token.len(),
-        32,
-        "a generated token in {}",
-        token_file.display()
-    );
-    let log = read(&log_path);
-    assert!(
-        log.contains(&token_file.display().to_string()),
-        "the log should say where the token is ({}):\n{log}",
-        token_file.display()
-    );
-    assert!(!log.contains(&token), "the log must never show the token");
+    let token = generated_token(&token_file, &token_file.display().to_string(), &log_path);
     register_a_clock(&client, &base, &token).await;
 
     let status = node.terminate().await;
@@ -125,24 +96,6 @@ async fn the_debian_package_installs_a_service_that_serves_the_api() {
         "tickd should exit cleanly on SIGTERM, not with {status}; log:\n{}",
         read(&log_path)
     );
-}
-
-/// Fails, naming what to do, when a tool this test runs is missing.
-fn require_tools() {
-    for (tool, program, probe) in [
-        ("cargo-deb", "cargo", ["deb", "--version"].as_slice()),
-        ("dpkg-deb", "dpkg-deb", ["--version"].as_slice()),
-        ("dpkg", "dpkg", ["--version"].as_slice()),
-        ("readelf", "readelf", ["--version"].as_slice()),
-    ] {
-        let found = Command::new(program)
-            .args(probe)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        assert!(found, "{tool} is not installed; {INSTALL_HINT}");
-    }
 }
 
 /// Checks the package's control fields, conffiles, maintainer scripts and files, and returns
@@ -252,143 +205,6 @@ fn make_runnable(config_path: &Path, api_port: u16, raft_port: u16, data_dir: &P
     std::fs::write(config_path, config).expect("rewrite the extracted cluster file");
 }
 
-/// Waits (bounded) until the node answers `GET /mgmt/health` with 200 `{"status":"UP"}`.
-async fn wait_until_up(
-    client: &reqwest::Client,
-    base: &str,
-    node: &mut Node,
-    argv: &[String],
-    log_path: &Path,
-) {
-    let health = format!("{base}{HEALTH_PATH}");
-    // A node that exited ends the wait at once (`Ok(Err(..))`); one that is still starting
-    // is asked again (`Err(..)`).
-    let answered = poll_until(READY_TIMEOUT, POLL_INTERVAL, || {
-        let exited = node.exited();
-        let request = client.get(&health);
-        async move {
-            if let Some(status) = exited {
-                return Ok(Err(format!("tickd exited with {status}")));
-            }
-            match try_send(request).await {
-                Ok((StatusCode::OK, _, body)) if body == json!({ "status": "UP" }) => Ok(Ok(())),
-                Ok((status, _, body)) => Err(format!("{status} {body}")),
-                Err(error) => Err(error.to_string()),
-            }
-        }
-    })
-    .await;
-    if let Ok(Err(last)) | Err(last) = answered {
-        panic!(
-            "the packaged tickd did not answer {health} with 200 {{\"status\":\"UP\"}} within \
-             {READY_TIMEOUT:?}; last: {last}\ncommand: {argv:?}\nlog:\n{}",
-            read(log_path)
-        );
-    }
-}
-
-/// Registers a clock with the generated token (201), and is refused with another (403).
-async fn register_a_clock(client: &reqwest::Client, base: &str, token: &str) {
-    let clocks = format!("{base}{CLOCKS_PATH}");
-    let name = unique_name("packaged");
-    let body = json!({ "name": name, "schedule": "every.5.seconds" });
-    let registered = eventually(
-        "a registration through the packaged node",
-        READY_TIMEOUT,
-        POLL_INTERVAL,
-        || {
-            let request = client.post(&clocks).bearer_auth(token).json(&body);
-            async move {
-                match try_send(request).await {
-                    Ok((StatusCode::CREATED, _, body)) => Ok(body),
-                    Ok((status, _, body)) => Err(format!("{status} {body}")),
-                    Err(error) => Err(error.to_string()),
-                }
-            }
-        },
-    )
-    .await;
-    assert_eq!(registered["name"], Value::String(name), "{registered}");
-    let refused = try_send(
-        client
-            .post(&clocks)
-            .bearer_auth("not-the-token")
-            .json(&body),
-    )
-    .await
-    .expect("an answer to a wrong token");
-    assert_eq!(refused.0, StatusCode::FORBIDDEN, "{:?}", refused.2);
-}
-
-/// The debug binary that `scripts/package --debug` packages: `tickd` in the target directory
-/// this test executable was built in (`<target>/debug/deps/package-…`).
-fn debug_binary() -> PathBuf {
-    let binary = target_dir().join("debug").join("tickd");
-    assert!(
-        binary.is_file(),
-        "no debug tickd at {}; build it with `cargo build --bin tickd` or `cargo test --workspace`",
-        binary.display()
-    );
-    binary
-}
-
-/// The Cargo target directory this test executable lives in.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the path of the running test executable");
-    exe.ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .expect("the test executable lives in <target>/debug/deps")
-}
-
-/// Runs `scripts/package --debug` (bounded) and returns the path of the .deb it reports.
-async fn build_package(scratch: &Path) -> PathBuf {
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the tests crate lives in the repository")
-        .to_path_buf();
-    let output_dir = scratch.join("deb");
-    let mut command = tokio::process::Command::new(repository.join("scripts/package"));
-    command
-        .arg("--debug")
-        .arg("--output")
-        .arg(&output_dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .current_dir(&repository)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let child = command.spawn().expect("start scripts/package");
-    let group = child.id();
-    let Ok(outcome) = tokio::time::timeout(PACKAGE_TIMEOUT, child.wait_with_output()).await else {
-        if let Some(group) = group {
-            // cargo-deb runs in the script's process group: end all of it.
-            let _ = Command::new("kill")
-                .arg("-KILL")
-                .arg(format!("-{group}"))
-                .status();
-        }
-        panic!("scripts/package --debug did not finish within {PACKAGE_TIMEOUT:?}");
-    };
-    let output = outcome.expect("wait for scripts/package");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "scripts/package --debug failed with {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let deb = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert!(
-        deb.is_file() && deb.starts_with(&output_dir),
-        "scripts/package should print the .deb's path last, in {}; it printed:\n{stdout}",
-        output_dir.display()
-    );
-    deb
-}
-
 /// Asserts that `binary` carries no debug information or symbol table and is much smaller
 /// than the `unstripped` binary it was made from.
 fn assert_stripped(binary: &Path, unstripped: &Path) {
@@ -492,22 +308,7 @@ fn check_postinst(deb: &Path, root: &Path, scratch: &Path) {
         );
     }
     let generated = read(&config);
-    let changed: Vec<(&str, &str)> = shipped
-        .lines()
-        .zip(generated.lines())
-        .filter(|(before, after)| before != after)
-        .collect();
-    let secret = match changed.as_slice() {
-        [(_, line)] => line
-            .strip_prefix("secret = \"")
-            .and_then(|rest| rest.strip_suffix('"'))
-            .unwrap_or_else(|| panic!("the postinst changed a line other than the secret: {line}")),
-        other => panic!("the postinst should change exactly the secret line, it changed {other:?}"),
-    };
-    assert!(
-        secret.len() == 32 && secret.chars().all(|c| c.is_ascii_alphanumeric()),
-        "a generated secret is 32 letters and digits: {secret:?}"
-    );
+    generated_secret(&shipped, &generated);
 
     std::fs::write(state.join("user-exists"), "").expect("mark the user as existing");
     let again = configure("0.1.0-1");
@@ -525,212 +326,13 @@ fn check_postinst(deb: &Path, root: &Path, scratch: &Path) {
     );
 }
 
-/// The `[Service]` section of a systemd unit: its assignments, in order.
-struct UnitService {
-    assignments: Vec<(String, String)>,
-}
-
-impl UnitService {
-    fn parse(unit: &str) -> Self {
-        let mut section = "";
-        let mut assignments = Vec::new();
-        for line in unit.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-                continue;
-            }
-            if line.starts_with('[') {
-                section = line;
-                continue;
-            }
-            assert!(
-                !line.ends_with('\\'),
-                "a continued unit line is not supported here: {line}"
-            );
-            if section == "[Service]" {
-                let (key, value) = line
-                    .split_once('=')
-                    .unwrap_or_else(|| panic!("a unit line that is no assignment: {line}"));
-                assignments.push((key.trim().to_owned(), value.trim().to_owned()));
-            }
-        }
-        UnitService { assignments }
+/// `word` of the unit's command line, mapped into the extracted `root` when it is an absolute
+/// path the package ships.
+fn mapped_into(root: &Path, word: String) -> String {
+    let mapped = in_root(root, &word);
+    if word.starts_with('/') && mapped.exists() {
+        mapped.display().to_string()
+    } else {
+        word
     }
-
-    /// The value of the last assignment to `key` (systemd's rule for single-valued keys).
-    fn last(&self, key: &str) -> Option<&str> {
-        self.assignments
-            .iter()
-            .rev()
-            .find(|(name, _)| name == key)
-            .map(|(_, value)| value.as_str())
-    }
-
-    /// The service's environment as systemd builds it: `Environment=` assignments, then the
-    /// `EnvironmentFile=` files (read from `root`; a leading `-` makes a file optional),
-    /// later ones winning.
-    fn environment(&self, root: &Path) -> BTreeMap<String, String> {
-        let mut environment = BTreeMap::new();
-        for (key, value) in &self.assignments {
-            match key.as_str() {
-                "Environment" => {
-                    for word in value.split_whitespace() {
-                        let (name, value) = word
-                            .trim_matches('"')
-                            .split_once('=')
-                            .unwrap_or_else(|| panic!("Environment= word without '=': {word}"));
-                        environment.insert(name.to_owned(), value.to_owned());
-                    }
-                }
-                "EnvironmentFile" => {
-                    let (optional, path) = match value.strip_prefix('-') {
-                        Some(path) => (true, path),
-                        None => (false, value.as_str()),
-                    };
-                    let text = match std::fs::read_to_string(in_root(root, path)) {
-                        Ok(text) => text,
-                        Err(error) if optional && error.kind() == ErrorKind::NotFound => continue,
-                        Err(error) => panic!("EnvironmentFile={path}: {error}"),
-                    };
-                    for line in text.lines().map(str::trim) {
-                        if line.is_empty() || line.starts_with('#') {
-                            continue;
-                        }
-                        let (name, value) = line
-                            .split_once('=')
-                            .unwrap_or_else(|| panic!("{path}: a line without '=': {line}"));
-                        environment.insert(
-                            name.trim().to_owned(),
-                            value.trim().trim_matches('"').to_owned(),
-                        );
-                    }
-                }
-                _ => {}
-            }
-        }
-        environment
-    }
-
-    /// `ExecStart=` as an argument vector: `${NAME}` expanded from `environment`, and every
-    /// absolute path the package ships mapped into `root`.
-    fn command_line(&self, environment: &BTreeMap<String, String>, root: &Path) -> Vec<String> {
-        let exec = self
-            .last("ExecStart")
-            .unwrap_or_else(|| panic!("the unit has no ExecStart="));
-        assert!(
-            !exec.starts_with(['-', '@', '+', '!', ':']),
-            "ExecStart= with a prefix is not supported here: {exec}"
-        );
-        exec.split_whitespace()
-            .map(|word| {
-                let word = match word
-                    .strip_prefix("${")
-                    .and_then(|rest| rest.strip_suffix('}'))
-                {
-                    Some(name) => environment
-                        .get(name)
-                        .unwrap_or_else(|| {
-                            panic!("ExecStart= uses ${{{name}}}, which the unit does not set")
-                        })
-                        .clone(),
-                    None => {
-                        assert!(
-                            !word.contains('$'),
-                            "an ExecStart= word this test cannot expand: {word}"
-                        );
-                        word.to_owned()
-                    }
-                };
-                let mapped = in_root(root, &word);
-                if word.starts_with('/') && mapped.exists() {
-                    mapped.display().to_string()
-                } else {
-                    word
-                }
-            })
-            .collect()
-    }
-}
-
-/// A tickd process started from the extracted package; killed if the test ends before it
-/// was terminated.
-struct Node {
-    child: Child,
-}
-
-impl Node {
-    fn spawn(argv: &[String], environment: &BTreeMap<String, String>, log_path: &Path) -> Self {
-        let log = std::fs::File::create(log_path).expect("create the node's log");
-        let (program, args) = argv.split_first().expect("a command line");
-        let child = Command::new(program)
-            .args(args)
-            // systemd starts a service with a clean environment and its own variables.
-            .env_clear()
-            .envs(environment)
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("share the log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| panic!("start {argv:?}: {error}"));
-        Node { child }
-    }
-
-    /// The exit status, once the process has exited.
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().expect("poll the node")
-    }
-
-    /// Sends SIGTERM, as `systemctl stop` does, and waits (bounded) for the exit.
-    async fn terminate(&mut self) -> ExitStatus {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM failed: {status}");
-        eventually(
-            "tickd to exit after SIGTERM",
-            TERMINATE_TIMEOUT,
-            Duration::from_millis(50),
-            || {
-                let exited = self.exited();
-                async move { exited }
-            },
-        )
-        .await
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// `path`, an absolute path on the installed system, inside the extracted `root`.
-fn in_root(root: &Path, path: &str) -> PathBuf {
-    root.join(path.trim_start_matches('/'))
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()))
-}
-
-/// Runs a short command to completion, asserts that it succeeded and returns its stdout.
-fn run(command: &mut Command) -> String {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|error| panic!("run {command:?}: {error}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{command:?} failed with {}:\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
 }

@@ -275,6 +275,13 @@ fn plain_http_off_loopback_needs_insecure_or_tls() {
         "node 2's own listeners stay on loopback, and it dials node 1's Raft on loopback"
     );
     let insecure = own.replace("secret =", "insecure = true\nsecret =");
+    // On every interface the node also needs the hosts its links may name.
+    let error = load(&insecure, 1)
+        .expect_err("no api_hosts for 0.0.0.0")
+        .to_string();
+    assert!(error.contains("api_hosts"), "{error}");
+    let own = own.replace("secret =", "api_hosts = [\"tickd.example:9643\"]\nsecret =");
+    let insecure = own.replace("secret =", "insecure = true\nsecret =");
     assert!(load(&insecure, 1).is_ok(), "the operator insisted");
     let tls = own
         .replace("secret =", "ca_file = \"tls/ca.crt\"\nsecret =")

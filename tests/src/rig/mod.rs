@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub use capture::Capture;
 
 use crate::cluster::{NodeHost, NodeId, TestCluster, TestClusterBuilder};
+use crate::config::toml_string;
 use crate::proxy::LinkProxy;
 use crate::{rabbit, tools};
 
@@ -325,6 +326,8 @@ impl Rig {
             .nodes(self.hosts.len())
             .hosts(hosts)
             .rabbit_uri(Some(self.broker_uri()))
+            // The rig's clients are tests of this machine: they may consume as the nodes do.
+            .setting("rabbit_client_uri", toml_string(&self.broker_uri()))
             .setting("insecure", "true")
     }
 
