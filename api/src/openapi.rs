@@ -199,6 +199,7 @@ mod tests {
             "GET /api/v1/cluster",
             "GET /api/v1/events",
             "GET /api/v1/stats",
+            "GET /api/v1/schedules/preview",
             "POST /api/v1/cluster/nodes",
             "DELETE /api/v1/cluster/nodes/{id}",
             "GET /api/v1/backup",

@@ -2,7 +2,7 @@
 //! shape Ticktok's clients and dashboard read.
 
 use serde::Serialize;
-use tickd_domain::{Channel, Clock, ClockStatus};
+use tickd_domain::{Channel, Clock, ClockStatus, rfc3339_millis};
 use utoipa::ToSchema;
 
 use crate::base_url::BaseUrl;
@@ -26,6 +26,13 @@ pub struct ClockView {
     /// Absolute URLs, Ticktok compat in their order: `self`, then `resume` (only when
     /// PAUSED), `tick` (always), `pause` (only when not PAUSED).
     links: Vec<Link>,
+    /// tickd's: the next scheduled instant, RFC 3339 UTC with milliseconds; null for
+    /// `@never`, a paused clock, or an `@at` clock that has fired.
+    #[schema(example = "2026-11-30T08:30:00.000Z")]
+    next_tick: Option<String>,
+    /// tickd's: `next_tick` in the schedule's zone, with its offset (UTC without a `TZ=`).
+    #[schema(example = "2026-11-30T09:30:00.000+01:00")]
+    next_tick_local: Option<String>,
 }
 
 /// A link of a clock to itself or to one of its actions.
@@ -90,8 +97,8 @@ pub struct ChannelContext<'a> {
 
 impl ClockView {
     /// A clock as listed or read: no channel.
-    pub fn of(clock: &Clock, base: &BaseUrl) -> Self {
-        Self::with_status(clock, clock.status, base)
+    pub fn of(clock: &Clock, base: &BaseUrl, now_ms: u64) -> Self {
+        Self::with_status(clock, clock.status, base, now_ms)
     }
 
     /// A clock as registered: with its channel, and with `status` as the response shows it
@@ -101,13 +108,17 @@ impl ClockView {
         shown_status: ClockStatus,
         base: &BaseUrl,
         context: &ChannelContext<'_>,
+        now_ms: u64,
     ) -> Self {
-        let mut view = Self::with_status(clock, shown_status, base);
+        let mut view = Self::with_status(clock, shown_status, base, now_ms);
         view.channel = Some(channel_view(clock, base, context));
         view
     }
 
-    fn with_status(clock: &Clock, status: ClockStatus, base: &BaseUrl) -> Self {
+    fn with_status(clock: &Clock, status: ClockStatus, base: &BaseUrl, now_ms: u64) -> Self {
+        let next = (clock.status != ClockStatus::Paused)
+            .then(|| clock.schedule.next_instant_after(now_ms))
+            .flatten();
         Self {
             id: clock.id.to_string(),
             name: clock.name.to_string(),
@@ -115,6 +126,8 @@ impl ClockView {
             status,
             channel: None,
             links: links(clock, status, base),
+            next_tick: next.map(rfc3339_millis),
+            next_tick_local: next.and_then(|next| clock.schedule.local_time(next)),
         }
     }
 }
@@ -200,12 +213,14 @@ mod tests {
         let http = Channel::Http {
             queue_id: QueueId::new("q".into()),
         };
-        let active = ClockView::of(&clock(ClockStatus::Active, http.clone()), &base);
+        let active = ClockView::of(&clock(ClockStatus::Active, http.clone()), &base, 0);
         assert_eq!(rels(&active), ["self", "tick", "pause"]);
         assert_eq!(active.links[0].href, "http://h:1/api/v1/clocks/c1");
         assert_eq!(active.links[2].href, "http://h:1/api/v1/clocks/c1/pause");
-        let paused = ClockView::of(&clock(ClockStatus::Paused, http), &base);
+        let paused = ClockView::of(&clock(ClockStatus::Paused, http), &base, 0);
         assert_eq!(rels(&paused), ["self", "resume", "tick"]);
+        assert_eq!(paused.next_tick, None, "a paused clock has no next tick");
+        assert!(active.next_tick.is_some());
     }
 
     #[test]
@@ -220,9 +235,12 @@ mod tests {
             ClockStatus::Pending,
             &base,
             &context,
+            0,
         );
         let json = serde_json::to_value(&view).expect("serializes");
         assert_eq!(json["status"], "PENDING");
+        assert_eq!(json["next_tick"], "1970-01-01T00:00:05.000Z");
+        assert_eq!(json["next_tick_local"], "1970-01-01T00:00:05.000+00:00");
         assert_eq!(json["channel"]["type"], "rabbit");
         assert_eq!(
             json["channel"]["details"]["queue"],
@@ -242,6 +260,7 @@ mod tests {
             ClockStatus::Active,
             &base,
             &ChannelContext { rabbit_uri: None },
+            0,
         );
         let json = serde_json::to_value(&view).expect("serializes");
         assert_eq!(

@@ -1,5 +1,5 @@
 //! Scenario 5: scale. One cluster holding a large population of hourly clocks (the cron jobs
-//! of a whole company) beside a thousand `every.1.seconds` http clocks that are polled: what
+//! of a whole company), a tenth of them calendar clocks in 50 zones, beside a thousand `every.1.seconds` http clocks that are polled: what
 //! the population costs at rest (CPU per node, beside the same node empty), in memory per
 //! clock, in registrations per second as it grows, in snapshot size and build time, in a
 //! follower's restart to serving and in a list by name; and whether the frequent clocks tick
@@ -23,8 +23,75 @@ use crate::population::Population;
 use crate::stats::{Percentiles, ratio};
 use crate::watchers::Watchers;
 
-/// The population's schedule: nothing falls due while the scenario runs.
+/// Nine in ten of the population's clocks: hourly, the cron jobs of a company.
 const HOURLY: &str = "every.1.hours";
+/// The zones of the population's calendar clocks, one in ten of them (issue 44: calendar
+/// clocks live in the due index like the others and must not move the floors).
+const ZONES: [&str; 50] = [
+    "Europe/Berlin",
+    "Europe/London",
+    "Europe/Paris",
+    "Europe/Madrid",
+    "Europe/Rome",
+    "Europe/Warsaw",
+    "Europe/Helsinki",
+    "Europe/Athens",
+    "Europe/Istanbul",
+    "Europe/Moscow",
+    "Europe/Dublin",
+    "Europe/Lisbon",
+    "Africa/Cairo",
+    "Africa/Johannesburg",
+    "Africa/Lagos",
+    "Africa/Casablanca",
+    "Africa/Nairobi",
+    "Asia/Dubai",
+    "Asia/Tehran",
+    "Asia/Karachi",
+    "Asia/Kolkata",
+    "Asia/Kathmandu",
+    "Asia/Dhaka",
+    "Asia/Bangkok",
+    "Asia/Singapore",
+    "Asia/Shanghai",
+    "Asia/Tokyo",
+    "Asia/Seoul",
+    "Australia/Perth",
+    "Australia/Adelaide",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",
+    "Pacific/Auckland",
+    "Pacific/Chatham",
+    "Pacific/Apia",
+    "Pacific/Honolulu",
+    "America/Anchorage",
+    "America/Los_Angeles",
+    "America/Denver",
+    "America/Phoenix",
+    "America/Chicago",
+    "America/New_York",
+    "America/Havana",
+    "America/Halifax",
+    "America/St_Johns",
+    "America/Sao_Paulo",
+    "America/Santiago",
+    "America/Bogota",
+    "Antarctica/Troll",
+    "UTC",
+];
+
+/// The population's schedules, cycled through: per zone, nine hourly clocks and one that
+/// fires on weekdays at 09:00 there.
+fn population_schedules() -> Vec<String> {
+    ZONES
+        .iter()
+        .flat_map(|zone| {
+            let mut part = vec![HOURLY.to_owned(); 9];
+            part.push(format!("TZ={zone} 0 0 9 * * MON-FRI"));
+            part
+        })
+        .collect()
+}
 /// The frequent clocks' schedule.
 const FREQUENT: &str = "every.1.seconds";
 /// How long CPU is sampled at rest.
@@ -217,7 +284,9 @@ pub async fn run(
     println!("  frequent clocks on the empty cluster: {frequent_lateness_empty:?}");
     act_on_all(http, cluster, &frequent, "pause").await?;
 
-    let population = Population::new(&format!("{prefix}-hourly"), clocks, &[HOURLY]);
+    let schedules = population_schedules();
+    let schedules: Vec<&str> = schedules.iter().map(String::as_str).collect();
+    let population = Population::new(&format!("{prefix}-hourly"), clocks, &schedules);
     let mut register_per_s = Vec::new();
     let mut registered = 0;
     for part in population.parts(clocks.div_ceil(PARTS)) {

@@ -34,6 +34,10 @@ impl Level {
     /// applies the bounds against hostile and stale commands ([`Level::bounds_commands`]) and
     /// keeps tick statistics ([`Level::keeps_tick_stats`]).
     pub const V0_2: Level = Level(2);
+    /// Calendar schedules (cron, `every.MON.at.09:30`, `@at`, zones) computed with the zone
+    /// database this binary carries ([`crate::zone_database_version`]): older binaries cannot
+    /// parse them, so a registration of one waits for every voter.
+    pub const V0_3: Level = Level(3);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
     /// stale input: manual ticks obey the queue limit (and wait for the broker at most that
@@ -52,6 +56,12 @@ impl Level {
     /// state.
     pub fn keeps_tick_stats(self) -> bool {
         self >= Level::V0_2
+    }
+
+    /// Whether the cluster may hold calendar schedules: every replica can parse them and
+    /// computes their instants with the same zone database.
+    pub fn has_calendar_schedules(self) -> bool {
+        self >= Level::V0_3
     }
 
     /// The most ticks one pop removes from a queue at this level. v0.1.0 removed every due
@@ -94,7 +104,7 @@ impl Levels {
     /// What this binary supports: it decodes every command kind up to the highest.
     pub const THIS_BINARY: Levels = Levels {
         lowest: Level::V0_1,
-        highest: Level::V0_2,
+        highest: Level::V0_3,
     };
 
     /// What a node that advertises nothing supports: it predates levels, so it is v0.1.0.
@@ -121,6 +131,7 @@ impl Command {
     pub fn introduced_in(&self) -> Level {
         match self {
             Command::SetLevel { .. } => Level::V0_2,
+            Command::Register { schedule, .. } if schedule.is_calendar() => Level::V0_3,
             Command::Register { .. }
             | Command::Pause { .. }
             | Command::Resume { .. }
@@ -139,7 +150,7 @@ impl Command {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Intent, Registry, RegistrySnapshot};
+    use crate::{Intent, Outcome, Registry, RegistrySnapshot};
 
     /// One command of every kind, so that a new kind cannot be forgotten in the lists below.
     fn one_of_each() -> Vec<Command> {
@@ -242,14 +253,49 @@ mod tests {
     }
 
     #[test]
+    fn a_calendar_registration_needs_level_3_to_be_proposed_and_applied() {
+        let register = |schedule: &str| Command::Register {
+            name: "calendar".into(),
+            schedule: schedule.parse().expect("a schedule"),
+            id: crate::ClockId::new("c1".to_owned()),
+            channel: crate::Channel::Http {
+                queue_id: crate::QueueId::new("q".repeat(32)),
+            },
+            max_clocks: 10,
+            now_ms: 0,
+        };
+        let calendar = register("TZ=Europe/Berlin 0 30 9 * * MON-FRI");
+        assert_eq!(calendar.introduced_in(), Level::V0_3);
+        assert_eq!(register("every.5.seconds").introduced_in(), Level::V0_1);
+        for level in [Level::V0_1, Level::V0_2] {
+            let mut registry = Registry::new();
+            let outcome = registry.apply_at(level, calendar.clone());
+            assert!(
+                matches!(&outcome, Outcome::Rejected { reason } if reason.contains("level 3")),
+                "{outcome:?}"
+            );
+            assert!(
+                registry.is_empty(),
+                "a refused registration changed the registry"
+            );
+        }
+        let mut registry = Registry::new();
+        let outcome = registry.apply_at(Level::V0_3, calendar);
+        assert!(
+            matches!(outcome, Outcome::Registered { created: true, .. }),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
     fn the_registry_refuses_a_level_inside_a_batch() {
         let mut registry = Registry::new();
         let outcome = registry.apply(Command::Batch(vec![Command::SetLevel {
             level: Level::V0_2,
         }]));
         assert!(
-            matches!(&outcome, crate::Outcome::Batch(outcomes)
-                if matches!(outcomes.as_slice(), [crate::Outcome::Rejected { .. }])),
+            matches!(&outcome, Outcome::Batch(outcomes)
+                if matches!(outcomes.as_slice(), [Outcome::Rejected { .. }])),
             "{outcome:?}"
         );
     }
@@ -261,6 +307,6 @@ mod tests {
             "2"
         );
         assert_eq!(Level::default(), Level::V0_1);
-        assert_eq!(Levels::THIS_BINARY.to_string(), "1..=2");
+        assert_eq!(Levels::THIS_BINARY.to_string(), "1..=3");
     }
 }

@@ -89,11 +89,16 @@ pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
 pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
-pub use registry::{Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError};
+pub use registry::{
+    Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError,
+    calendar_needs_level,
+};
 pub use restore::RestoreError;
 pub use restore_document::RestoreDocument;
+pub use schedule::zones::database_version as zone_database_version;
 pub use schedule::{
-    LAST_ALIGNED_INPUT_MS, MAX_INTERVAL_MS, MAX_LITERAL_BYTES, Schedule, ScheduleError,
+    Dst, LAST_ALIGNED_INPUT_MS, MAX_CALENDAR_BYTES, MAX_COUNTED_INSTANTS, MAX_INTERVAL_MS,
+    MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
 pub use selection::Selection;
 pub use shared_map::SharedMap;

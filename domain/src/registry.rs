@@ -497,6 +497,16 @@ impl Registry {
         if u64::try_from(snapshot.clocks.len()).unwrap_or(u64::MAX) > max_clocks {
             return Outcome::LimitReached { max_clocks };
         }
+        if !level.has_calendar_schedules()
+            && snapshot
+                .clocks
+                .iter()
+                .any(|clock| clock.schedule.is_calendar())
+        {
+            return Outcome::Rejected {
+                reason: calendar_needs_level(level),
+            };
+        }
         // The API checks the same before proposing; apply checks again, because it must be
         // safe whatever reaches the log.
         if level.bounds_commands()
@@ -577,6 +587,11 @@ impl Registry {
         if let Err(err) = validate_name(&name) {
             return Outcome::Rejected {
                 reason: err.to_string(),
+            };
+        }
+        if schedule.is_calendar() && !level.has_calendar_schedules() {
+            return Outcome::Rejected {
+                reason: calendar_needs_level(level),
             };
         }
         if let Some(clock) = self.find(&name, &schedule) {
@@ -1040,6 +1055,16 @@ fn file_due_ticks(
         filed.dropped = filed.dropped.saturating_add(dropped);
     }
     filed
+}
+
+/// Why a calendar schedule is refused at `level`.
+pub fn calendar_needs_level(level: Level) -> String {
+    format!(
+        "calendar schedules need cluster level {} (this cluster runs at level {level}): every \
+         node must run a release that has them; finish the upgrade, or wait a few seconds if \
+         the cluster has just formed",
+        Level::V0_3
+    )
 }
 
 /// The scheduled tick of `clock` at `instant_ms`.

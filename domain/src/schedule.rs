@@ -3,21 +3,42 @@
 //! A schedule is identified by its literal string: `every.5.seconds` and
 //! `every.05.seconds` tick at the same instants but are two different
 //! schedules, so two different clocks and two different RabbitMQ queues. The
-//! literal is therefore kept exactly as registered, next to the interval it
-//! denotes.
+//! literal is therefore kept exactly as registered, next to what it means.
 //!
-//! Ticks are aligned to the Unix epoch: a schedule with interval I ticks at
-//! every instant t (milliseconds since the epoch, UTC) with t mod I = 0. That
-//! makes the instants a pure function of the schedule, identical on every node
-//! and across restarts, which is what lets a new leader continue where the old
-//! one stopped.
+//! Two families of forms:
+//!
+//! - Ticktok's `every.<N>.<unit>`, aligned to the Unix epoch: a schedule with interval I
+//!   ticks at every instant t (milliseconds since the epoch, UTC) with t mod I = 0, and
+//!   `@never`.
+//! - Calendar forms, tickd's: `every.<N>.days.at.HH:mm[:ss]`, `every.MON|FRI.at.HH:mm[:ss]`,
+//!   cron with five or six fields and its macros, and `@at <instant>`, each optionally in a
+//!   zone (`TZ=Europe/Berlin …`), with Vixie cron's daylight-saving rule
+//!   ([`calendar`]).
+//!
+//! Either way the instants are a pure function of the schedule (and, for zones, of the zone
+//! database compiled into the binary), identical on every node and across restarts, which is
+//! what lets a new leader continue where the old one stopped. The rest of the system asks a
+//! schedule only two questions: the next instant after t, and the instants in (a, b].
 
+mod calendar;
+mod civil;
+mod cron;
+mod error;
+mod forms;
+mod pattern;
+pub mod zones;
+
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
+use jiff::tz::TimeZone;
 use serde::{Deserialize, Serialize, Serializer};
+
+use calendar::Calendar;
+pub use calendar::Dst;
 
 use crate::excerpt::Excerpt;
 
@@ -36,59 +57,111 @@ const MS_PER_DAY: u64 = 24 * MS_PER_HOUR;
 /// schedules that would never tick within a clock's lifetime anyway.
 pub const MAX_INTERVAL_MS: u64 = 366 * MS_PER_DAY;
 
-/// The longest schedule literal, in bytes. The RabbitMQ queue of a clock is
-/// named `ticktok-<name>;<schedule>` and RabbitMQ allows 255 bytes; with names
-/// of at most 200 bytes, 255 − 8 − 1 − 200 = 46 bytes remain for the schedule.
-/// Without leading zeros no valid literal comes close (the longest,
-/// `every.31622400.seconds`, has 22 bytes); the limit only stops padding.
+/// The longest Ticktok literal (`every.<N>.<unit>`), in bytes. The RabbitMQ queue of a clock
+/// is named `ticktok-<name>;<schedule>` and RabbitMQ allows 255 bytes; with names of at most
+/// 200 bytes, 255 − 8 − 1 − 200 = 46 bytes remain for the schedule. Without leading zeros no
+/// valid literal comes close (the longest, `every.31622400.seconds`, has 22 bytes); the limit
+/// only stops padding.
 pub const MAX_LITERAL_BYTES: usize = 46;
 
+/// The longest calendar literal, in bytes (SPEC §3). A RabbitMQ clock's queue name must
+/// still fit in 255 bytes with its name: the API refuses a registration whose queue name
+/// would not.
+pub const MAX_CALENDAR_BYTES: usize = 256;
+
 /// The largest `unix_ms` for which [`Schedule::next_instant_after`] is
-/// guaranteed to find an instant: the next instant is at most one interval
-/// later, and no interval exceeds [`MAX_INTERVAL_MS`], so the result always
+/// guaranteed to find an instant of an `every.<N>.<unit>` schedule: the next instant is at
+/// most one interval later, and no interval exceeds [`MAX_INTERVAL_MS`], so the result always
 /// fits in a `u64` up to here. Above it the method returns `None` instead of
 /// overflowing (about 584 million years from now, so never in practice).
 pub const LAST_ALIGNED_INPUT_MS: u64 = u64::MAX - MAX_INTERVAL_MS;
 
+/// The most instants of a calendar clock counted one by one when an outage is coalesced
+/// ([`Schedule::coalesced_before`]); a longer run is counted as this many.
+pub const MAX_COUNTED_INSTANTS: u64 = 100_000;
+
 /// The literal of the schedule that never ticks on its own.
 const NEVER: &str = "@never";
 
-/// The grammar, spelled out in every error so that a person can fix the input
-/// without reading the documentation.
+/// The grammar of Ticktok's forms, spelled out in their errors.
 const GRAMMAR: &str = "every.<N>.<seconds|minutes|hours|days> with 1 ≤ N and an interval of at most 366 days, or @never";
 
-/// When a clock ticks: `every.<N>.<unit>` or `@never`, kept as the literal the
-/// client registered (the literal is the schedule's identity).
+/// Every form, for an input that resembles none.
+const ALL_FORMS: &str = "every.<N>.<seconds|minutes|hours|days>, @never, \
+    every.<N>.days.at.HH:mm[:ss], every.<MON|TUE|…>.at.HH:mm[:ss], a cron expression of 5 or \
+    6 fields, @yearly|@monthly|@weekly|@daily|@hourly, or @at <RFC 3339 instant>; calendar \
+    forms may begin with TZ=<IANA zone> and a space";
+
+/// When a clock ticks, kept as the literal the client registered (the literal is the
+/// schedule's identity).
 ///
 /// Constructed only through [`Schedule::parse`] (also used by `FromStr`,
-/// `TryFrom<String>` and serde), so every value denotes a valid interval.
+/// `TryFrom<String>` and serde), so every value denotes a valid schedule.
 ///
-/// Shared, not copied: a schedule is one pointer to its literal and interval, a clone is a
+/// Shared, not copied: a schedule is one pointer to its literal and meaning, a clone is a
 /// reference count, and the registry keeps one copy of each schedule for all the clocks that
-/// use it ([`crate::literals`]). Every clock holds one, so it is 8 bytes, not the 24 of a
-/// literal and an interval side by side.
+/// use it ([`crate::literals`]). Every clock holds one, so it is 8 bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(try_from = "String")]
 pub struct Schedule(Arc<Parsed>);
 
-/// A schedule's literal and what it means.
-#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A schedule's literal and what it means. Compared, ordered and hashed by the literal alone,
+/// which determines the meaning.
+#[derive(Debug)]
 struct Parsed {
     /// The string exactly as registered; it names the clock's queue and is
     /// what clients compare, so it is never normalised.
     literal: Box<str>,
-    /// The interval in milliseconds, derived from `literal`; `None` for
-    /// `@never`.
-    interval_ms: Option<u64>,
+    /// What the literal means.
+    meaning: Meaning,
+}
+
+/// What a schedule literal means.
+#[derive(Debug)]
+enum Meaning {
+    /// `@never`: manual ticks only.
+    Never,
+    /// `every.<N>.<unit>`: epoch-aligned, this many milliseconds apart.
+    Every { interval_ms: u64 },
+    /// A calendar form: local times in a zone.
+    Calendar(Calendar),
+    /// `@at`: one instant, shown in `zone`.
+    At { instant_ms: u64, zone: TimeZone },
+}
+
+impl PartialEq for Parsed {
+    fn eq(&self, other: &Self) -> bool {
+        self.literal == other.literal
+    }
+}
+
+impl Eq for Parsed {}
+
+impl Hash for Parsed {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.literal.hash(state);
+    }
+}
+
+impl PartialOrd for Parsed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Parsed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.literal.cmp(&other.literal)
+    }
 }
 
 /// Why a schedule literal was refused. Every message quotes the input (as an
-/// [`Excerpt`]) and states the grammar, so it can be shown to a person as is.
+/// [`Excerpt`]) and says what was expected, so it can be shown to a person as is.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
-    /// The input does not follow the grammar at all (wrong prefix, unknown
-    /// unit, a sign or a fraction in N, white space, upper case, empty).
-    #[error("invalid schedule {input}: expected {grammar}", grammar = GRAMMAR)]
+    /// The input resembles no form at all (wrong prefix, unknown unit, a sign or a fraction
+    /// in N, white space around it, upper case, empty).
+    #[error("invalid schedule {input}: expected {forms}", forms = ALL_FORMS)]
     Malformed {
         /// The offending input.
         input: Excerpt,
@@ -110,7 +183,7 @@ pub enum ScheduleError {
         /// The offending input.
         input: Excerpt,
     },
-    /// The literal is well formed but longer than [`MAX_LITERAL_BYTES`],
+    /// A Ticktok literal is well formed but longer than [`MAX_LITERAL_BYTES`],
     /// which only happens with padding zeros in N.
     #[error(
         "invalid schedule {input}: the literal has {len} bytes but at most {max} are allowed \
@@ -122,6 +195,17 @@ pub enum ScheduleError {
         input: Excerpt,
         /// The input's length in bytes.
         len: usize,
+    },
+    /// A calendar form is wrong at a column: a field out of range, an unknown zone, a
+    /// schedule that never fires, too long a literal.
+    #[error("invalid schedule {input}: at column {column}: {reason}")]
+    Invalid {
+        /// The offending input.
+        input: Excerpt,
+        /// The column (from 1) where the problem starts.
+        column: usize,
+        /// What is wrong there and what is expected.
+        reason: String,
     },
 }
 
@@ -135,11 +219,8 @@ impl Schedule {
 
     /// The schedule of `literal`, which keeps it as it is.
     fn of(literal: Box<str>) -> Result<Schedule, ScheduleError> {
-        let interval_ms = interval_ms_of(&literal)?;
-        Ok(Schedule(Arc::new(Parsed {
-            literal,
-            interval_ms,
-        })))
+        let meaning = meaning_of(&literal)?;
+        Ok(Schedule(Arc::new(Parsed { literal, meaning })))
     }
 
     /// Whether no other value holds this copy of the schedule.
@@ -155,29 +236,79 @@ impl Schedule {
 
     /// Whether this is `@never`, the schedule with only manual ticks.
     pub fn is_never(&self) -> bool {
-        self.0.interval_ms.is_none()
+        matches!(self.0.meaning, Meaning::Never)
     }
 
-    /// The interval between two ticks; `None` for `@never`.
-    pub fn interval(&self) -> Option<Duration> {
-        self.0.interval_ms.map(Duration::from_millis)
+    /// Whether this is one of the calendar forms, which a cluster may hold only from
+    /// [`crate::Level::V0_3`]: older binaries cannot read them.
+    pub fn is_calendar(&self) -> bool {
+        matches!(self.0.meaning, Meaning::Calendar(_) | Meaning::At { .. })
     }
 
-    /// The interval in milliseconds, the unit of all instant arithmetic;
-    /// `None` for `@never`.
-    pub fn interval_ms(&self) -> Option<u64> {
-        self.0.interval_ms
+    /// The interval of an `every.<N>.<unit>` schedule in milliseconds; `None` for every other
+    /// form. Only the tests look at it: the rest of the system asks for instants
+    /// ([`Schedule::next_instant_after`], [`Schedule::instants_in`]), which serve every form
+    /// alike.
+    #[cfg(test)]
+    fn interval_ms(&self) -> Option<u64> {
+        match self.0.meaning {
+            Meaning::Every { interval_ms } => Some(interval_ms),
+            _ => None,
+        }
     }
 
-    /// The first tick instant strictly after `unix_ms`: the smallest t > `unix_ms`
-    /// with t mod interval = 0. It is at most one interval after `unix_ms`.
-    ///
-    /// `None` for `@never`, and for inputs above [`LAST_ALIGNED_INPUT_MS`]
-    /// whose next instant would not fit in a `u64` (checked arithmetic, never
-    /// an overflow).
+    /// The name of the zone the schedule's local times are in: its `TZ=` zone, else `UTC`.
+    pub fn zone_name(&self) -> &str {
+        self.zone().iana_name().unwrap_or("UTC")
+    }
+
+    fn zone(&self) -> &TimeZone {
+        static UTC: TimeZone = TimeZone::UTC;
+        match &self.0.meaning {
+            Meaning::Calendar(calendar) => &calendar.zone,
+            Meaning::At { zone, .. } => zone,
+            Meaning::Never | Meaning::Every { .. } => &UTC,
+        }
+    }
+
+    /// The instant `unix_ms` as RFC 3339 with milliseconds and the offset of the schedule's
+    /// zone at that instant (`2026-03-29T03:00:00.000+02:00`).
+    pub fn local_time(&self, unix_ms: u64) -> Option<String> {
+        let millis = i64::try_from(unix_ms).ok()?;
+        let instant = jiff::Timestamp::from_millisecond(millis).ok()?;
+        Some(
+            instant
+                .to_zoned(self.zone().clone())
+                .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
+                .to_string(),
+        )
+    }
+
+    /// The first tick instant strictly after `unix_ms`, with how daylight saving shaped it
+    /// (calendar forms only). `None` when the schedule does not tick again: `@never`, an
+    /// `@at` instant that is past, or an instant beyond what a `u64` or the zone database can
+    /// hold (checked arithmetic, never an overflow).
+    pub fn next_fire(&self, unix_ms: u64) -> Option<(u64, Option<Dst>)> {
+        match &self.0.meaning {
+            Meaning::Never => None,
+            Meaning::Every { interval_ms } => {
+                let next = (unix_ms / interval_ms)
+                    .checked_add(1)?
+                    .checked_mul(*interval_ms)?;
+                Some((next, None))
+            }
+            Meaning::Calendar(calendar) => calendar.next_fire(unix_ms),
+            Meaning::At { instant_ms, .. } => {
+                (*instant_ms > unix_ms).then_some((*instant_ms, None))
+            }
+        }
+    }
+
+    /// The first tick instant strictly after `unix_ms`; see [`Schedule::next_fire`]. For
+    /// `every.<N>.<unit>` it is the smallest t > `unix_ms` with t mod interval = 0, at most
+    /// one interval later.
     pub fn next_instant_after(&self, unix_ms: u64) -> Option<u64> {
-        let interval = self.0.interval_ms?;
-        (unix_ms / interval).checked_add(1)?.checked_mul(interval)
+        self.next_fire(unix_ms).map(|(instant, _)| instant)
     }
 
     /// The tick instants t with `after_ms` < t ≤ `until_ms`, in increasing
@@ -187,68 +318,90 @@ impl Schedule {
     /// The iterator is lazy and may be very long (a one-second schedule over a
     /// year); the caller bounds it, for instance with `take`.
     pub fn instants_in(&self, after_ms: u64, until_ms: u64) -> impl Iterator<Item = u64> + use<> {
-        let interval = self.0.interval_ms;
-        let first = self.next_instant_after(after_ms);
-        std::iter::successors(first, move |instant| {
-            interval.and_then(|step| instant.checked_add(step))
+        let schedule = self.clone();
+        let first = schedule.next_instant_after(after_ms);
+        std::iter::successors(first, move |instant| schedule.next_instant_after(*instant))
+            .take_while(move |instant| *instant <= until_ms)
+    }
+
+    /// The newest instant in (`after_ms`, `before_ms`) and how many instants before it lie in
+    /// that window: what an outage coalesces into one tick. `None` when the window holds no
+    /// instant. Epoch-aligned schedules answer by arithmetic; calendar ones count one by one,
+    /// at most [`MAX_COUNTED_INSTANTS`].
+    pub fn coalesced_before(&self, after_ms: u64, before_ms: u64) -> Option<(u64, u64)> {
+        let first = self
+            .next_instant_after(after_ms)
+            .filter(|first| *first < before_ms)?;
+        if let Meaning::Every { interval_ms } = self.0.meaning {
+            let newest = (before_ms.saturating_sub(1) / interval_ms) * interval_ms;
+            return Some((newest, (newest - first) / interval_ms));
+        }
+        let newest = self.newest_before(after_ms, before_ms)?;
+        let counted = self
+            .instants_in(after_ms, newest.saturating_sub(1))
+            .take(usize::try_from(MAX_COUNTED_INSTANTS).unwrap_or(usize::MAX))
+            .count();
+        Some((
+            newest,
+            u64::try_from(counted).unwrap_or(MAX_COUNTED_INSTANTS),
+        ))
+    }
+
+    /// The newest instant in (`after_ms`, `before_ms`), found by looking back over windows
+    /// that grow from a minute to the search horizon, so that a dense schedule is not walked
+    /// over a whole outage.
+    fn newest_before(&self, after_ms: u64, before_ms: u64) -> Option<u64> {
+        const WINDOWS_MS: [u64; 5] = [
+            MS_PER_MINUTE,
+            MS_PER_HOUR,
+            MS_PER_DAY,
+            32 * MS_PER_DAY,
+            u64::MAX,
+        ];
+        WINDOWS_MS.iter().find_map(|window| {
+            let from = after_ms.max(before_ms.saturating_sub(*window));
+            self.instants_in(from, before_ms.saturating_sub(1)).last()
         })
-        .take_while(move |instant| *instant <= until_ms)
     }
 }
 
-/// Checks `literal` against the grammar and returns its interval (`None` for
-/// `@never`). All arithmetic is checked: a count that overflows is an interval
-/// that is too long, not a panic.
-fn interval_ms_of(literal: &str) -> Result<Option<u64>, ScheduleError> {
+/// What `literal` means, or why it means nothing.
+fn meaning_of(literal: &str) -> Result<Meaning, ScheduleError> {
     if literal == NEVER {
-        return Ok(None);
+        return Ok(Meaning::Never);
     }
-    let malformed = || ScheduleError::Malformed {
-        input: Excerpt::of(literal),
-    };
-    let rest = literal.strip_prefix("every.").ok_or_else(malformed)?;
-    let (digits, unit) = rest.split_once('.').ok_or_else(malformed)?;
-    let unit_ms = unit_ms(unit).ok_or_else(malformed)?;
-    // `u64::from_str` would accept a leading '+', so the digits are checked here.
-    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-        return Err(malformed());
-    }
-    let count = digits.bytes().try_fold(0u64, |count, digit| {
-        count.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
-    });
-    let interval_ms = match count {
-        Some(0) => {
+    match forms::every_interval(literal) {
+        forms::Every::Interval(interval_ms) => {
+            if literal.len() > MAX_LITERAL_BYTES {
+                return Err(ScheduleError::LiteralTooLong {
+                    input: Excerpt::of(literal),
+                    len: literal.len(),
+                });
+            }
+            return Ok(Meaning::Every { interval_ms });
+        }
+        forms::Every::Zero => {
             return Err(ScheduleError::ZeroInterval {
                 input: Excerpt::of(literal),
             });
         }
-        Some(count) => count
-            .checked_mul(unit_ms)
-            .filter(|interval_ms| *interval_ms <= MAX_INTERVAL_MS),
-        None => None,
-    };
-    let interval_ms = interval_ms.ok_or_else(|| ScheduleError::IntervalTooLong {
-        input: Excerpt::of(literal),
-    })?;
-    if literal.len() > MAX_LITERAL_BYTES {
-        return Err(ScheduleError::LiteralTooLong {
+        forms::Every::TooLong => {
+            return Err(ScheduleError::IntervalTooLong {
+                input: Excerpt::of(literal),
+            });
+        }
+        forms::Every::NotThisForm => {}
+    }
+    forms::calendar(literal).map_err(|failure| match failure {
+        forms::Failure::Unrecognised => ScheduleError::Malformed {
             input: Excerpt::of(literal),
-            len: literal.len(),
-        });
-    }
-    Ok(Some(interval_ms))
-}
-
-/// The length of a unit in milliseconds; plural and singular names are both
-/// accepted, nothing else (no upper case, no abbreviations).
-fn unit_ms(unit: &str) -> Option<u64> {
-    match unit {
-        "second" | "seconds" => Some(MS_PER_SECOND),
-        "minute" | "minutes" => Some(MS_PER_MINUTE),
-        "hour" | "hours" => Some(MS_PER_HOUR),
-        "day" | "days" => Some(MS_PER_DAY),
-        _ => None,
-    }
+        },
+        forms::Failure::At(problem) => ScheduleError::Invalid {
+            input: Excerpt::of(literal),
+            column: problem.column.saturating_add(1),
+            reason: problem.reason,
+        },
+    })
 }
 
 impl FromStr for Schedule {
@@ -321,7 +474,6 @@ mod tests {
             assert_eq!(schedule.as_str(), literal);
             assert_eq!(schedule.to_string(), literal);
             assert_eq!(schedule.interval_ms(), interval_ms, "{literal:?}");
-            assert_eq!(schedule.interval(), interval_ms.map(Duration::from_millis));
             assert_eq!(schedule.is_never(), interval_ms.is_none());
         }
     }
@@ -400,13 +552,22 @@ mod tests {
                  366 days, or @never"
             )
         );
-        for literal in ["", "every.367.days", "every.1.seconds\n"] {
+        let message = Schedule::parse("every.367.days")
+            .err()
+            .map(|err| err.to_string());
+        assert!(
+            message.as_deref().is_some_and(|message| message.ends_with(
+                "expected every.<N>.<seconds|minutes|hours|days> with 1 ≤ N and an \
+                 interval of at most 366 days, or @never"
+            )),
+            "{message:?}"
+        );
+        for literal in ["", "every.1.seconds\n", "every.1.weeks"] {
             let message = Schedule::parse(literal).err().map(|err| err.to_string());
             assert!(
-                message.as_deref().is_some_and(|message| message.ends_with(
-                    "expected every.<N>.<seconds|minutes|hours|days> with 1 ≤ N and an \
-                     interval of at most 366 days, or @never"
-                )),
+                message
+                    .as_deref()
+                    .is_some_and(|message| message.ends_with(&format!("expected {ALL_FORMS}"))),
                 "{message:?}"
             );
         }
@@ -514,6 +675,167 @@ mod tests {
     ];
 
     /// Valid literals: every unit spelling, any N in range, a few padding zeros.
+    fn invalid(literal: &str) -> (usize, String) {
+        match Schedule::parse(literal) {
+            Err(ScheduleError::Invalid { column, reason, .. }) => (column, reason),
+            other => panic!("{literal:?}: expected a calendar error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn calendar_forms_are_accepted_and_keep_their_literal() {
+        for literal in [
+            "every.1.days.at.09:30",
+            "every.2.days.at.06:00:30",
+            "every.MON|WED|FRI.at.09:30",
+            "every.SUN.at.02:30",
+            "0 30 9 * * MON-FRI",
+            "*/15 * * * *",
+            "0 0 L * *",
+            "0 9 15W * *",
+            "0 9 * * MON#2",
+            "@daily",
+            "@hourly",
+            "@at 2030-01-31T09:30:00Z",
+            "TZ=Europe/Berlin every.MON|FRI.at.09:30",
+            "TZ=America/New_York 0 30 9 * * MON-FRI",
+            "TZ=Asia/Kathmandu @at 2030-01-31T09:30:00+05:45",
+        ] {
+            let schedule = Schedule::parse(literal)
+                .unwrap_or_else(|error| panic!("{literal:?} should be accepted: {error}"));
+            assert_eq!(schedule.as_str(), literal);
+            assert!(schedule.is_calendar(), "{literal}");
+            assert_eq!(schedule.interval_ms(), None, "{literal}");
+        }
+        assert_eq!(
+            Schedule::parse("TZ=Europe/Berlin @daily")
+                .map(|schedule| schedule.zone_name().to_owned())
+                .ok()
+                .as_deref(),
+            Some("Europe/Berlin")
+        );
+        assert_eq!(
+            Schedule::parse("@daily")
+                .ok()
+                .map(|s| s.zone_name().to_owned())
+                .as_deref(),
+            Some("UTC")
+        );
+    }
+
+    #[test]
+    fn calendar_errors_say_what_is_wrong_and_where() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("TZ=Mars/Base @daily", 4, "unknown time zone"),
+            (
+                "TZ=Europe/Berlin every.5.seconds",
+                18,
+                "only to calendar forms",
+            ),
+            ("TZ=Europe/Berlin @never", 18, "only to calendar forms"),
+            ("TZ=Europe/Berlin", 1, "followed by one space"),
+            ("0 0 30 2 *", 1, "never fires"),
+            ("every.MON|FUN.at.09:30", 11, "\"FUN\" is not a day"),
+            ("every.MON|MON.at.09:30", 11, "named twice"),
+            ("every.0.days.at.09:30", 7, "from 1 to 366"),
+            ("every.1.days.at.24:00", 17, "not a hour"),
+            ("every.1.days.at.9:30", 17, "not a hour"),
+            ("every.1.days.at.09:60", 20, "not a minute"),
+            ("@at yesterday", 5, "not an RFC 3339 instant"),
+            ("0 9 * * MON#0", 13, "#0"),
+        ];
+        for (literal, column, says) in cases {
+            let (at, reason) = invalid(literal);
+            assert_eq!(
+                (at, reason.contains(says)),
+                (*column, true),
+                "{literal:?}: {at} {reason}"
+            );
+        }
+        let long = format!("0 0 * * {}", "MON,".repeat(70));
+        let (_, reason) = invalid(&long);
+        assert!(reason.contains("at most 256"), "{reason}");
+        let message = Schedule::parse("0 25 * * *")
+            .err()
+            .map(|error| error.to_string());
+        assert_eq!(
+            message.as_deref(),
+            Some(
+                "invalid schedule \"0 25 * * *\": at column 3: 25 is out of range for the hour \
+                 field (0–23)"
+            )
+        );
+    }
+
+    #[test]
+    fn every_n_days_counts_days_since_the_epoch_in_the_zone() {
+        // Day 20 454 is 2026-01-01, a multiple of 2.
+        let schedule = Schedule::parse("every.2.days.at.06:00").expect("valid");
+        let day = 86_400_000;
+        let from = 20_453 * day;
+        let fired: Vec<u64> = schedule.instants_in(from, from + 5 * day).collect();
+        assert_eq!(
+            fired,
+            [20_454 * day + 6 * 3_600_000, 20_456 * day + 6 * 3_600_000]
+        );
+    }
+
+    #[test]
+    fn a_day_field_that_starts_with_a_star_still_steps() {
+        let day = 86_400_000;
+        // 2026-01-01 is day 20 454; `*/2` in day-of-month is the odd days, every weekday.
+        let odd_days = Schedule::parse("0 0 */2 * *").expect("valid");
+        let fired: Vec<u64> = odd_days
+            .instants_in(20_454 * day, 20_454 * day + 5 * day)
+            .collect();
+        assert_eq!(fired, [20_456 * day, 20_458 * day]);
+        // `1-7` and `*/7` (Sundays, by AND since one field starts with `*`): the first
+        // Sunday of each month. 2026-01-04 is a Sunday.
+        let first_sunday = Schedule::parse("0 0 1-7 * */7").expect("valid");
+        assert_eq!(
+            first_sunday.next_instant_after(20_454 * day),
+            Some(20_457 * day)
+        );
+        // Both restricted: either matches (Vixie), the 13th or any Friday.
+        let either = Schedule::parse("0 0 13 * FRI").expect("valid");
+        // 2026-01-02 is a Friday.
+        assert_eq!(either.next_instant_after(20_454 * day), Some(20_455 * day));
+    }
+
+    #[test]
+    fn an_at_schedule_fires_once_and_then_never() {
+        let schedule = Schedule::parse("@at 2030-01-31T09:30:00.250+01:00").expect("valid");
+        let at = 1_896_078_600_250;
+        assert_eq!(schedule.next_instant_after(0), Some(at));
+        assert_eq!(schedule.next_instant_after(at - 1), Some(at));
+        assert_eq!(schedule.next_instant_after(at), None);
+        assert_eq!(schedule.instants_in(0, u64::MAX).count(), 1);
+    }
+
+    #[test]
+    fn coalescing_a_calendar_outage_keeps_the_newest_and_counts_the_rest() {
+        let minute = 60_000;
+        let schedule = Schedule::parse("* * * * *").expect("valid");
+        // Instants at minutes 1..=9 lie in (0, 10 min); the newest is minute 9.
+        assert_eq!(
+            schedule.coalesced_before(0, 10 * minute),
+            Some((9 * minute, 8))
+        );
+        assert_eq!(schedule.coalesced_before(0, minute), None);
+        let every = Schedule::parse("every.1.minute").expect("valid");
+        assert_eq!(
+            every.coalesced_before(0, 10 * minute),
+            Some((9 * minute, 8))
+        );
+        // A dense calendar schedule over a long outage counts at most MAX_COUNTED_INSTANTS.
+        let seconds = Schedule::parse("* * * * * *").expect("valid");
+        let (newest, counted) = seconds
+            .coalesced_before(0, 3 * 86_400_000)
+            .expect("instants");
+        assert_eq!(newest, 3 * 86_400_000 - 1_000);
+        assert_eq!(counted, MAX_COUNTED_INSTANTS);
+    }
+
     fn valid_literal() -> impl Strategy<Value = String> {
         (0..UNITS.len(), any::<bool>(), 0usize..8).prop_flat_map(|(unit, plural, zeros)| {
             let (singular, plural_name, max) = UNITS[unit];
@@ -568,6 +890,19 @@ mod tests {
         #[test]
         fn parse_never_panics(input in any::<String>()) {
             let _ = Schedule::parse(&input);
+        }
+
+        #[test]
+        fn calendar_schedules_never_panic_and_fire_strictly_later(
+            input in "(TZ=(Europe/Berlin|Pacific/Apia|Australia/Lord_Howe) )?[0-9*/,LW#?A-Z-]{1,6}( [0-9*/,LW#?A-Za-z-]{1,6}){4,5}",
+            after in 0u64..=4_102_444_800_000,
+        ) {
+            if let Ok(schedule) = Schedule::parse(&input)
+                && let Some(next) = schedule.next_instant_after(after)
+            {
+                prop_assert!(next > after);
+                prop_assert_eq!(next % 1_000, 0);
+            }
         }
 
         #[test]

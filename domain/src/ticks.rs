@@ -167,16 +167,17 @@ impl Tick {
         }
     }
 
-    /// How long the broker may hold a scheduled tick before dropping it: one interval minus
-    /// 1 ms, so a queue holds at most one scheduled tick of a clock (SPEC §5). `None` for a
-    /// manual tick, which does not expire.
+    /// How long the broker may hold a scheduled tick before dropping it: until the clock's
+    /// next instant, less 1 ms (one interval minus 1 ms for `every.<N>.<unit>`), so a queue
+    /// holds at most one scheduled tick of a clock (SPEC §5). `None` for a manual tick, and
+    /// for the last tick of a schedule (an `@at`), which do not expire.
     pub fn expiry_ms(&self) -> Option<u64> {
         if self.manual {
             return None;
         }
         self.schedule
-            .interval_ms()
-            .map(|interval| interval.saturating_sub(1).max(1))
+            .next_instant_after(self.due_at_ms)
+            .map(|next| (next - self.due_at_ms).saturating_sub(1).max(1))
     }
 }
 
@@ -380,9 +381,6 @@ impl TickLedger {
         cursor: &Cursor,
         intent: &Intent,
     ) -> (Vec<u64>, u64) {
-        let Some(interval) = schedule.interval_ms() else {
-            return (Vec::new(), 0);
-        };
         let after = self.intended_through_ms.max(cursor.ticks_from_ms);
         if intent.through_ms <= after {
             return (Vec::new(), 0);
@@ -390,14 +388,13 @@ impl TickLedger {
         let cutoff = intent.now_ms.saturating_sub(intent.catch_up_ms);
         let mut instants = Vec::new();
         let mut coalesced = 0;
-        // Instants before the cutoff, computed without enumerating them (an outage of a day
-        // is 86 400 one-second instants): keep the newest, count the rest.
-        if let Some(first) = schedule.next_instant_after(after) {
-            let newest_old = (cutoff.saturating_sub(1) / interval) * interval;
-            if first < cutoff && newest_old >= first && newest_old <= intent.through_ms {
-                coalesced = (newest_old - first) / interval;
-                instants.push(newest_old);
-            }
+        // Instants before the cutoff, without enumerating an epoch-aligned run (an outage of
+        // a day is 86 400 one-second instants): keep the newest, count the rest.
+        if let Some((newest_old, before_it)) = schedule.coalesced_before(after, cutoff)
+            && newest_old <= intent.through_ms
+        {
+            coalesced = before_it;
+            instants.push(newest_old);
         }
         let from = after.max(cutoff.saturating_sub(1));
         instants.extend(schedule.instants_in(from, intent.through_ms));

@@ -27,12 +27,21 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 /// The cluster level, as a gauge on every node.
 pub const CLUSTER_LEVEL: &str = "tickd_cluster_level";
 
+/// The zone database compiled into this node's binary, as a gauge of 1 labelled `version`.
+pub const ZONE_DATABASE: &str = "tickd_zone_database_info";
+
 /// Runs until `stop` turns true.
 pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
     metrics::describe_gauge!(
         CLUSTER_LEVEL,
         "The cluster level this node has applied: which command kinds the log may carry"
     );
+    metrics::describe_gauge!(
+        ZONE_DATABASE,
+        "The IANA zone database compiled into this node's binary (label version); calendar \
+         schedules are computed with it"
+    );
+    metrics::gauge!(ZONE_DATABASE, "version" => tickd_domain::zone_database_version()).set(1.0);
     let mut checks = interval(CHECK_EVERY);
     checks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut reported: Option<Vec<(NodeId, Levels)>> = None;
@@ -135,37 +144,52 @@ mod tests {
     use super::*;
 
     const V1: Levels = Levels::UNADVERTISED;
-    const V2: Levels = Levels::THIS_BINARY;
+    /// v0.2.0: before calendar schedules.
+    const V2: Levels = Levels {
+        lowest: Level::V0_1,
+        highest: Level::V0_2,
+    };
+    const V3: Levels = Levels::THIS_BINARY;
 
     #[test]
     fn the_level_rises_to_what_every_voter_supports() {
         assert_eq!(
-            decide(Level::V0_1, &[(1, V2), (2, V2), (3, V2)]),
+            decide(Level::V0_1, &[(1, V3), (2, V3), (3, V3)]),
+            Decision::Raise(Level::V0_3)
+        );
+        // A voter of v0.2.0 holds the rise at 2.
+        assert_eq!(
+            decide(Level::V0_1, &[(1, V3), (2, V2), (3, V3)]),
             Decision::Raise(Level::V0_2)
+        );
+        assert_eq!(
+            decide(Level::V0_2, &[(1, V3), (2, V3), (3, V3)]),
+            Decision::Raise(Level::V0_3)
         );
         let future = Levels {
             lowest: Level::V0_1,
-            highest: Level(3),
+            highest: Level(4),
         };
         assert_eq!(
-            decide(Level::V0_1, &[(1, future), (2, V2), (3, future)]),
-            Decision::Raise(Level::V0_2)
+            decide(Level::V0_1, &[(1, future), (2, V3), (3, future)]),
+            Decision::Raise(Level::V0_3)
         );
     }
 
     #[test]
     fn one_older_voter_holds_the_level() {
         assert_eq!(
-            decide(Level::V0_1, &[(1, V2), (2, V1), (3, V2)]),
+            decide(Level::V0_1, &[(1, V3), (2, V1), (3, V3)]),
             Decision::Keep
         );
-        assert_eq!(decide(Level::V0_2, &[(1, V2), (2, V2)]), Decision::Keep);
+        assert_eq!(decide(Level::V0_2, &[(1, V3), (2, V2)]), Decision::Keep);
+        assert_eq!(decide(Level::V0_3, &[(1, V3), (2, V3)]), Decision::Keep);
     }
 
     #[test]
     fn a_voter_below_the_cluster_level_is_reported_not_followed() {
         assert_eq!(
-            decide(Level::V0_2, &[(1, V2), (2, V1), (3, V2)]),
+            decide(Level::V0_2, &[(1, V3), (2, V1), (3, V3)]),
             Decision::Behind(vec![(2, V1)])
         );
     }

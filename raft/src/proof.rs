@@ -175,6 +175,7 @@ mod tests {
             clock: None,
             version: None,
             levels: None,
+            zone_database: None,
         }
     }
 

@@ -40,6 +40,10 @@ pub struct NodeStatus {
     /// supports level 1 only ([`Levels::UNADVERTISED`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels: Option<Levels>,
+    /// The version of the zone database compiled into the node's binary, which calendar
+    /// schedules are computed with. Absent from a node that predates them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_database: Option<String>,
 }
 
 impl NodeStatus {
@@ -61,6 +65,7 @@ impl NodeStatus {
             clock: None,
             version: Some(BINARY_VERSION.to_owned()),
             levels: Some(Levels::THIS_BINARY),
+            zone_database: Some(tickd_domain::zone_database_version().to_owned()),
         }
     }
 

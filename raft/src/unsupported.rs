@@ -189,7 +189,7 @@ mod tests {
             message.contains("log entry 2 carries a `Reshard` command"),
             "{message}"
         );
-        assert!(message.contains("cluster levels 1..=2"), "{message}");
+        assert!(message.contains("cluster levels 1..=3"), "{message}");
     }
 
     #[test]
@@ -226,19 +226,19 @@ mod tests {
 
     #[test]
     fn a_level_beyond_this_binary_is_found_in_decoded_entries() {
-        let supported = entry(4, Command::SetLevel { level: Level::V0_2 });
+        let supported = entry(4, Command::SetLevel { level: Level::V0_3 });
         assert_eq!(in_entries(&[pause(3), supported]), None);
-        let beyond = entry(5, Command::SetLevel { level: Level(3) });
+        let beyond = entry(5, Command::SetLevel { level: Level(4) });
         let found = in_entries(&[pause(3), beyond]).expect("found");
         assert_eq!(
             found,
             Unsupported::Level {
                 index: 5,
-                level: Level(3)
+                level: Level(4)
             }
         );
         assert!(
-            found.to_string().contains("supports levels 1..=2"),
+            found.to_string().contains("supports levels 1..=3"),
             "{found}"
         );
     }

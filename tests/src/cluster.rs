@@ -42,6 +42,11 @@ use crate::wait::{eventually, poll_until};
 /// A node id, as written in `cluster.toml`.
 pub type NodeId = u64;
 
+/// The highest cluster level of the build under test (`Levels::THIS_BINARY.highest`): what a
+/// new cluster rises to within seconds, and an upgraded one once every voter runs this build.
+/// Level 3 brought calendar schedules.
+pub const THIS_LEVEL: u64 = 3;
+
 /// How long [`TestCluster::start`] waits for every node to be up under one leader.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 

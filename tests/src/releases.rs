@@ -35,6 +35,14 @@ pub const V0_1_0: Release = Release {
     reported_version: None,
 };
 
+/// The release before calendar schedules (cluster level 2), as it landed on main: its nodes
+/// report version 0.2.0 and levels 1..=2.
+pub const V0_2_0: Release = Release {
+    name: "v0.2.0",
+    commit: "54f31f7ff300061cd7fc642b8509995452897fe7",
+    reported_version: Some("0.2.0"),
+};
+
 impl Release {
     /// The release's `tickd` binary, built if it is not built yet (the first time, a few
     /// minutes of compiling Rust crates).

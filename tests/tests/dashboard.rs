@@ -9,6 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{self, clock_id, register};
 use tickd_tests::browser::Browser;
+use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
 /// How long the page may take to show what the cluster did (it checks every 250 ms for the
@@ -84,7 +85,7 @@ async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser
     let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
     // Tick statistics are kept from cluster level 2, set within seconds of the forming.
     cluster
-        .wait_for_cluster_level(2, Duration::from_secs(30))
+        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
         .await;
     let page_node = cluster
         .node_ids()
@@ -225,6 +226,34 @@ async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser
         .await;
     browser.screenshot("dashboard-plot").await;
     browser.run("window.scrollTo(0, 0); return null;").await;
+
+    // A calendar clock shows its next tick in its own zone, with the UTC instant beside it.
+    let weekly = unique_name("dash-kathmandu");
+    let (status, _, weekly_clock) = register(
+        &cluster,
+        leader,
+        &weekly,
+        "TZ=Asia/Kathmandu every.MON.at.09:30",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{weekly_clock}");
+    let next_cell = format!("#clocks tbody tr[data-name=\"{weekly}\"] td.next");
+    let shown = eventually(
+        "the calendar clock's next tick",
+        SHOWN_WITHIN,
+        POLL,
+        || async {
+            texts(&browser, &next_cell)
+                .await
+                .into_iter()
+                .find(|text| text.contains("09:30:00"))
+        },
+    )
+    .await;
+    assert!(
+        shown.ends_with("+05:45"),
+        "the next tick in Kathmandu's offset: {shown:?}"
+    );
 
     // Kill the leader: the page shows its successor within 3 s.
     let killed_at = Instant::now();

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tickd_tests::api::{
     BACKUP_PATH, RESTORE_PATH, action, clock_id, list_where, on_node, operator, pop, register, send,
 };
+use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::{TestCluster, unique_name};
 
 /// The most ticks one pop returns (`tickd_domain::MAX_POP_TICKS`).
@@ -132,7 +133,7 @@ async fn manual_ticks_cannot_exceed_the_queue_limit_and_a_pop_is_bounded() {
     // Manual ticks and pops are bounded from cluster level 2 on (level 1 applies them as
     // v0.1.0 did).
     cluster
-        .wait_for_cluster_level(2, Duration::from_secs(30))
+        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
         .await;
     let (status, _, clock) = register(&cluster, 1, &unique_name("burst"), "every.1.hours").await;
     assert_eq!(status, StatusCode::CREATED, "{clock}");

@@ -10,6 +10,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{action, anonymous, authed, clock_id, pop, register, send};
+use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, TestClusterBuilder, eventually, unique_name};
 
@@ -18,7 +19,7 @@ use tickd_tests::{NodeId, TestCluster, TestClusterBuilder, eventually, unique_na
 async fn counting(builder: TestClusterBuilder) -> (TestCluster, NodeId) {
     let cluster = builder.start().await;
     cluster
-        .wait_for_cluster_level(2, Duration::from_secs(30))
+        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
         .await;
     let follower = cluster.a_follower(Duration::from_secs(20)).await;
     (cluster, follower)

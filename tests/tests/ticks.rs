@@ -228,6 +228,110 @@ async fn broker_scenarios_over_http() {
     broker_scenarios(Mode::Http).await;
 }
 
+/// A six-field cron every 2 seconds in a zone off UTC by a non-whole hour ticks on even
+/// seconds of the wall clock, each instant once, and its resource shows the next tick.
+async fn a_cron_clock_ticks_on_even_seconds(mode: Mode) {
+    let cluster = cluster(mode).await;
+    let schedule = "TZ=Australia/Lord_Howe */2 * * * * *";
+    let clock = register_ok(&cluster, 2, &unique_name("cron"), schedule).await;
+    let next = clock["next_tick"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        next.ends_with(".000Z"),
+        "{mode:?}: next_tick {next:?} of {clock}"
+    );
+    let watch = Watch::start(&cluster, &clock, 2).await;
+    watch
+        .wait_for(
+            "four ticks",
+            Duration::from_secs(8) + DELIVERY_MARGIN,
+            |got| got.len() >= 4,
+        )
+        .await;
+    let got = watch.got();
+    watch.stop().await;
+    let instants: Vec<u64> = got.iter().filter_map(Got::instant_ms).collect();
+    assert_eq!(
+        instants.len(),
+        got.len(),
+        "{mode:?}: ticks without an instant: {got:?}"
+    );
+    assert!(
+        instants.iter().all(|at| at % 2_000 == 0),
+        "{mode:?}: instants not on even seconds: {instants:?}"
+    );
+    let distinct: BTreeSet<&u64> = instants.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        instants.len(),
+        "{mode:?}: an instant twice: {instants:?}"
+    );
+    for tick in &got {
+        assert_eq!(tick.body["schedule"], schedule, "{mode:?}: {:?}", tick.body);
+    }
+}
+
+#[tokio::test]
+async fn a_cron_clock_ticks_on_even_seconds_over_rabbitmq() {
+    a_cron_clock_ticks_on_even_seconds(Mode::Rabbit).await;
+}
+
+#[tokio::test]
+async fn a_cron_clock_ticks_on_even_seconds_over_http() {
+    a_cron_clock_ticks_on_even_seconds(Mode::Http).await;
+}
+
+/// An `@at` clock a few seconds ahead delivers exactly one tick, at its instant, and then has
+/// no next tick.
+async fn an_at_clock_ticks_once(mode: Mode) {
+    let cluster = cluster(mode).await;
+    let at_ms = (unix_ms() / 1_000 + 5) * 1_000;
+    let at = rfc3339_utc(at_ms);
+    let clock = register_ok(&cluster, 3, &unique_name("at"), &format!("@at {at}")).await;
+    assert_eq!(clock["next_tick"], at.as_str(), "{mode:?}: {clock}");
+    let watch = Watch::start(&cluster, &clock, 2).await;
+    watch
+        .wait_for(
+            "the tick",
+            Duration::from_secs(5) + DELIVERY_MARGIN,
+            |got| !got.is_empty(),
+        )
+        .await;
+    // Watched on, long enough for a second tick of any schedule to show.
+    tokio::time::sleep(NEVER_OBSERVED_FOR).await;
+    let got = watch.got();
+    watch.stop().await;
+    assert_eq!(got.len(), 1, "{mode:?}: {got:?}");
+    assert_eq!(got[0].instant_ms(), Some(at_ms), "{mode:?}: {got:?}");
+    assert_eq!(got[0].body["manual"], false);
+    let (status, _, read) = get_clock(&cluster, 1, &clock_id(&clock)).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert!(
+        read["next_tick"].is_null(),
+        "{mode:?}: a fired @at clock: {read}"
+    );
+    // An instant already past is refused.
+    let (status, _, refused) =
+        register(&cluster, 1, &unique_name("past"), &format!("@at {at}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+}
+
+/// RFC 3339 UTC with milliseconds, as `scheduled_at` and `next_tick` write it.
+fn rfc3339_utc(unix_ms: u64) -> String {
+    let seconds = i64::try_from(unix_ms / 1_000).unwrap_or(i64::MAX);
+    let at = chrono::DateTime::from_timestamp(seconds, 0).expect("a representable instant");
+    format!("{}.{:03}Z", at.format("%Y-%m-%dT%H:%M:%S"), unix_ms % 1_000)
+}
+
+#[tokio::test]
+async fn an_at_clock_ticks_once_over_rabbitmq() {
+    an_at_clock_ticks_once(Mode::Rabbit).await;
+}
+
+#[tokio::test]
+async fn an_at_clock_ticks_once_over_http() {
+    an_at_clock_ticks_once(Mode::Http).await;
+}
+
 fn assert_spec_fields(got: &Got, clock: &Value) {
     let body = &got.body;
     let scheduled_at = body["scheduled_at"].as_str().expect("scheduled_at");
@@ -579,13 +683,16 @@ impl Fault {
     }
 }
 
-/// Five consumed clocks and the leader, once every clock has received a tick the leader
-/// published.
-async fn five_consumed_clocks(cluster: &TestCluster) -> (Vec<(String, Watch)>, NodeId) {
+/// Five consumed clocks of `schedule` (one instant a second) and the leader, once every clock
+/// has received a tick the leader published.
+async fn five_consumed_clocks(
+    cluster: &TestCluster,
+    schedule: &str,
+) -> (Vec<(String, Watch)>, NodeId) {
     let mut watches = Vec::new();
     for index in 0..5 {
         let name = unique_name(&format!("failover-{index}"));
-        let clock = register_ok(cluster, 1 + index % 3, &name, SCHEDULE).await;
+        let clock = register_ok(cluster, 1 + index % 3, &name, schedule).await;
         watches.push((name, Watch::start(cluster, &clock, 1).await));
     }
     let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
@@ -602,10 +709,23 @@ async fn five_consumed_clocks(cluster: &TestCluster) -> (Vec<(String, Watch)>, N
     (watches, leader)
 }
 
+/// A cron schedule with the instants of [`SCHEDULE`], in a zone 5 h 45 min off UTC: its local
+/// times go through the zone database and the daylight-saving rule, its instants do not move.
+const CRON_SCHEDULE: &str = "TZ=Asia/Kathmandu * * * * * *";
+
 #[tokio::test]
 async fn leader_kill_loses_no_tick() {
+    leader_kill_loses_no_tick_of(SCHEDULE).await;
+}
+
+#[tokio::test]
+async fn leader_kill_loses_no_tick_of_a_cron_clock() {
+    leader_kill_loses_no_tick_of(CRON_SCHEDULE).await;
+}
+
+async fn leader_kill_loses_no_tick_of(schedule: &str) {
     let cluster = cluster(Mode::Rabbit).await;
-    let (watches, leader) = five_consumed_clocks(&cluster).await;
+    let (watches, leader) = five_consumed_clocks(&cluster, schedule).await;
     let mut fault = Fault::begins(&cluster, leader);
     cluster.kill(leader);
     fault.leader_after = cluster
@@ -625,7 +745,7 @@ const STOPPED_FOR: Duration = Duration::from_secs(6);
 #[tokio::test]
 async fn a_stopped_leader_publishes_nothing_when_it_wakes() {
     let cluster = cluster(Mode::Rabbit).await;
-    let (watches, leader) = five_consumed_clocks(&cluster).await;
+    let (watches, leader) = five_consumed_clocks(&cluster, SCHEDULE).await;
     let mut fault = Fault::begins(&cluster, leader);
     cluster.stop(leader);
     fault.leader_after = cluster
@@ -791,7 +911,7 @@ async fn an_isolated_leader_is_replaced_and_publishes_nothing_once_its_lease_is_
         .rabbit_uri(Some(uri))
         .start()
         .await;
-    let (watches, leader) = five_consumed_clocks(&cluster).await;
+    let (watches, leader) = five_consumed_clocks(&cluster, SCHEDULE).await;
     let mut fault = Fault::begins(&cluster, leader);
     cluster.isolate(leader);
     fault.leader_after = cluster

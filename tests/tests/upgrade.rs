@@ -1,17 +1,22 @@
-//! A running cluster of the previous release upgraded node by node to this build, under the
+//! A running cluster of a previous release upgraded node by node to this build, under the
 //! chaos workload: registry clients writing through every node and watched clocks ticking
 //! every second, judged by the chaos checkers over the whole history (no acknowledged write
-//! lost, the registry linearizable, no tick lost, leader and ticks back after the last step).
+//! lost, the registry linearizable, no tick lost and every tick's id unchanged, leader and
+//! ticks back after the last step).
 //!
 //! The procedure is the README's: each node in turn is stopped with SIGTERM, started from the
 //! new binary on the same data directory, and given time to catch up, followers first and the
-//! leader last. Before it, one node goes up to the new build and back down to v0.1.0: a
-//! rolling downgrade is possible as long as the cluster level has not risen. After the last
-//! node, the leader raises the cluster level to 2 by proposing `SetLevel`, a command kind that
-//! v0.1.0 cannot read: the first new kind, used once every voter supports it.
+//! leader last. Before it, one node goes up to the new build and back down: a rolling
+//! downgrade is possible as long as the cluster level has not risen. After the last node, the
+//! leader raises the cluster level to this build's (3) by proposing `SetLevel`.
 //!
-//! Downgrading further is not possible: a level-2 log holds entries v0.1.0 cannot decode
-//! (README, "Upgrading").
+//! From v0.1.0 (level 1), `SetLevel` is itself the first kind v0.1.0 cannot read. From v0.2.0
+//! (level 2, today's main before calendar schedules), a calendar schedule is refused with a
+//! 503 while any node runs v0.2.0, which cannot parse one, and accepted once the level is 3;
+//! the `every.1.seconds` clocks tick through it all with the same instants and ids.
+//!
+//! Downgrading further is not possible: a log at the new level holds entries the previous
+//! release cannot decode (README, "Upgrading").
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,9 +25,10 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{self, BACKUP_PATH};
 use tickd_tests::chaos::scripted::under_fault;
+use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::cluster::tickd_binary;
 use tickd_tests::rabbit::BROKER_URI;
-use tickd_tests::releases::V0_1_0;
+use tickd_tests::releases::{Release, V0_1_0, V0_2_0};
 use tickd_tests::{NodeId, TestCluster};
 
 /// What this build calls itself.
@@ -36,12 +42,15 @@ const LEVEL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Log entries between snapshots (the workload appends a few dozen a second).
 const SNAPSHOT_EVERY: u64 = 30;
 
-/// The previous release's binary: built from history the first time (minutes), then kept.
-async fn previous_release() -> PathBuf {
-    tokio::task::spawn_blocking(|| V0_1_0.binary())
+/// A previous release's binary: built from history the first time (minutes), then kept.
+async fn previous_release(release: Release) -> PathBuf {
+    tokio::task::spawn_blocking(move || release.binary())
         .await
         .expect("the build of the previous release panicked")
 }
+
+/// A calendar schedule, which only level 3 may hold.
+const CALENDAR: &str = "TZ=Europe/Berlin 0 30 9 * * MON-FRI";
 
 /// Stops `node` with SIGTERM, starts it again from `binary` on the same data, and waits until
 /// it serves and has caught up with the leader.
@@ -72,26 +81,39 @@ fn versions(view: &Value) -> Vec<String> {
     members.into_iter().map(|(_, version)| version).collect()
 }
 
-async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
-    let old = previous_release().await;
+async fn upgrade_under_workload(release: Release, rabbit_uri: Option<String>, seed: u64) {
+    let old = previous_release(release).await;
     let new = tickd_binary();
-    let cluster = TestCluster::builder()
+    let old_version = release.reported_version.unwrap_or("0.1.0");
+    let builder = TestCluster::builder()
         .nodes(3)
         .binary(&old)
-        // v0.1.0 refuses a file with keys it does not know.
-        .without_operator_token()
         // Snapshots every few seconds under the workload, and no log kept behind them: the
-        // new build loads v0.1.0's snapshot files, and a node back from its restart may be
-        // sent a snapshot by a leader of the other release.
+        // new build loads the old release's snapshot files, and a node back from its restart
+        // may be sent a snapshot by a leader of the other release.
         .snapshot_every(SNAPSHOT_EVERY)
-        .rabbit_uri(rabbit_uri)
-        .start()
-        .await;
-    let old_view = api::cluster_json(&cluster, 1).await;
-    assert!(
-        old_view.get("cluster_level").is_none(),
-        "the cluster starts on v0.1.0, which knows no levels: {old_view}"
-    );
+        .rabbit_uri(rabbit_uri);
+    // v0.1.0 refuses a file with keys it does not know.
+    let builder = if release.reported_version.is_none() {
+        builder.without_operator_token()
+    } else {
+        builder
+    };
+    let cluster = builder.start().await;
+    let old_level = match release.reported_version {
+        None => {
+            let old_view = api::cluster_json(&cluster, 1).await;
+            assert!(
+                old_view.get("cluster_level").is_none(),
+                "the cluster starts on v0.1.0, which knows no levels: {old_view}"
+            );
+            1
+        }
+        Some(_) => {
+            cluster.wait_for_cluster_level(2, LEVEL_TIMEOUT).await;
+            2
+        }
+    };
 
     let verdict = under_fault(&cluster, seed, async {
         // A rolling downgrade while the level is 1: one node up to the new build and back.
@@ -99,12 +121,19 @@ async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
         replace(&cluster, probe, &new).await;
         let mixed = api::cluster_json(&cluster, probe).await;
         assert_eq!(
-            mixed["cluster_level"], 1,
-            "a mixed cluster stays at 1: {mixed}"
+            mixed["cluster_level"], old_level,
+            "a mixed cluster stays at {old_level}: {mixed}"
         );
-        let mut expected = vec!["0.1.0".to_string(); 3];
+        let mut expected = vec![old_version.to_string(); 3];
         expected[usize::try_from(probe).expect("a small id") - 1] = THIS_RELEASE.to_string();
         assert_eq!(versions(&mixed), expected, "{mixed}");
+        if old_level == 2 {
+            // The node of this build takes the registration and waits for level 3, which
+            // does not come while two nodes cannot parse a calendar schedule.
+            let (status, _, body) = api::register(&cluster, probe, "calendar", CALENDAR).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+            assert!(body.to_string().contains("level 3"), "{body}");
+        }
         replace(&cluster, probe, &old).await;
 
         // The rolling upgrade: the followers first, the leader last.
@@ -118,27 +147,34 @@ async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
         for node in order {
             replace(&cluster, node, &new).await;
         }
-        cluster.wait_for_cluster_level(2, LEVEL_TIMEOUT).await;
+        cluster
+            .wait_for_cluster_level(THIS_LEVEL, LEVEL_TIMEOUT)
+            .await;
     })
     .await;
-    verdict.assert_held("a rolling upgrade from v0.1.0");
+    verdict.assert_held(&format!("a rolling upgrade from {}", release.name));
 
     for node in cluster.node_ids() {
         let seen = api::cluster_json(&cluster, node).await;
-        assert_eq!(seen["cluster_level"], 2, "node {node}: {seen}");
+        assert_eq!(seen["cluster_level"], THIS_LEVEL, "node {node}: {seen}");
         assert_eq!(
             versions(&seen),
             vec![THIS_RELEASE; 3],
             "node {node}: {seen}"
         );
     }
-    // The file is still v0.1.0's, without an operator token: the operator's routes say so.
-    let (status, _, body) = api::send(api::authed(&cluster, Method::GET, 1, BACKUP_PATH)).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-    assert!(
-        body.to_string().contains("this cluster has none"),
-        "the refusal names the missing operator_token: {body}"
-    );
+    if release.reported_version.is_none() {
+        // The file is still v0.1.0's, without an operator token: the operator's routes say so.
+        let (status, _, body) = api::send(api::authed(&cluster, Method::GET, 1, BACKUP_PATH)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(
+            body.to_string().contains("this cluster has none"),
+            "the refusal names the missing operator_token: {body}"
+        );
+    }
+    // At this build's level a calendar schedule is taken.
+    let (status, _, body) = api::register(&cluster, 1, "calendar", CALENDAR).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     let raised = cluster
         .node_ids()
         .into_iter()
@@ -151,10 +187,15 @@ async fn upgrade_under_workload(rabbit_uri: Option<String>, seed: u64) {
 
 #[tokio::test]
 async fn a_v0_1_0_cluster_with_rabbitmq_clocks_upgrades_node_by_node_under_the_workload() {
-    upgrade_under_workload(Some(BROKER_URI.to_string()), 41).await;
+    upgrade_under_workload(V0_1_0, Some(BROKER_URI.to_string()), 41).await;
 }
 
 #[tokio::test]
 async fn a_v0_1_0_cluster_with_http_clocks_upgrades_node_by_node_under_the_workload() {
-    upgrade_under_workload(None, 42).await;
+    upgrade_under_workload(V0_1_0, None, 42).await;
+}
+
+#[tokio::test]
+async fn a_v0_2_0_cluster_with_rabbitmq_clocks_upgrades_node_by_node_under_the_workload() {
+    upgrade_under_workload(V0_2_0, Some(BROKER_URI.to_string()), 43).await;
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::api::{self, HEALTH_PATH, register};
+use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::config::TEST_SECRET;
 use tickd_tests::{NodeId, TestCluster, unique_name};
 
@@ -33,7 +34,7 @@ async fn a_new_cluster_rises_to_this_binarys_level_and_every_node_says_its_relea
     let deadline = Instant::now() + SETTLE;
     loop {
         let seen = api::cluster_json(&cluster, 2).await;
-        if seen["cluster_level"] == 2 {
+        if seen["cluster_level"] == THIS_LEVEL {
             break;
         }
         assert_eq!(
@@ -42,7 +43,7 @@ async fn a_new_cluster_rises_to_this_binarys_level_and_every_node_says_its_relea
         );
         assert!(
             Instant::now() < deadline,
-            "the cluster level never rose to 2: {seen}"
+            "the cluster level never rose to {THIS_LEVEL}: {seen}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -52,11 +53,11 @@ async fn a_new_cluster_rises_to_this_binarys_level_and_every_node_says_its_relea
         assert_eq!(members.len(), 3, "{seen}");
         for member in members {
             assert_eq!(member["version"], THIS_RELEASE, "{seen}");
-            assert_eq!(member["levels"], "1..=2", "{seen}");
+            assert_eq!(member["levels"], format!("1..={THIS_LEVEL}"), "{seen}");
         }
         // The gauge follows the applied level at the level monitor's next check (2 s).
         let deadline = Instant::now() + SETTLE;
-        while metric(&cluster, node, "tickd_cluster_level").await != Some(2.0) {
+        while metric(&cluster, node, "tickd_cluster_level").await != Some(THIS_LEVEL as f64) {
             assert!(
                 Instant::now() < deadline,
                 "node {node} never exported the level it applied"

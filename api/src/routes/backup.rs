@@ -11,28 +11,22 @@
 //! as registrations and intents could have produced them; `Backup::from_json`: the RabbitMQ
 //! queue names as written), and a bad one is a 400 that names the clock and field. The registry runs the same check again when it applies the restore.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::Serialize;
 use serde_json::Value;
-use tickd_domain::{Command, Outcome, RegistrySnapshot, RestoreDocument};
+use tickd_domain::{Command, Level, Outcome, RegistrySnapshot, RestoreDocument};
 
 use crate::AppState;
 use crate::backup::Backup;
 use crate::error::{ApiError, BodyShape, ErrorBody};
+use crate::level_wait;
 use crate::routes::clocks::{prepare_queue, unexpected};
 
 /// The largest backup `POST /api/v1/restore` accepts. The restore travels as one Raft log
 /// entry, which must stay well under the 64 MiB Raft RPC limit.
 pub const MAX_RESTORE_BYTES: usize = 32 * 1024 * 1024;
-
-/// How long a restore waits for a cluster at level 1 to rise before it is refused.
-const LEVEL_WAIT: Duration = Duration::from_secs(5);
-/// How often it looks.
-const LEVEL_POLL: Duration = Duration::from_millis(100);
 
 /// What a restore body looks like.
 const BACKUP_BODY: BodyShape = BodyShape {
@@ -115,6 +109,21 @@ pub async fn restore(
         ));
     }
     check_restorable(&app).await?;
+    let calendar = backup
+        .registry
+        .clocks
+        .iter()
+        .any(|clock| clock.schedule.is_calendar());
+    if calendar && !level_wait::reached(&app, Level::has_calendar_schedules).await {
+        let level = app.replica.state().read().cluster_level;
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the backup holds calendar schedules: {}",
+                tickd_domain::calendar_needs_level(level)
+            ),
+        ));
+    }
     let now_ms = app.replica.clock().now_ms();
     backup
         .registry
@@ -161,7 +170,7 @@ pub async fn restore(
 ///
 /// A cluster at level 1 (its first seconds, or a rolling upgrade from v0.1.0) applies a
 /// restore as v0.1.0 does, without the bounds on its queues: the restore waits up to
-/// [`LEVEL_WAIT`] for the level to rise (a new cluster's does within about two seconds), then
+/// [`level_wait::LEVEL_WAIT`] for the level to rise (a new cluster's does within about two seconds), then
 /// is refused.
 async fn check_restorable(app: &AppState) -> Result<(), ApiError> {
     app.replica.linearize().await?;
@@ -169,13 +178,7 @@ async fn check_restorable(app: &AppState) -> Result<(), ApiError> {
     if clocks != 0 {
         return Err(not_empty(clocks as u64));
     }
-    let waited = tokio::time::timeout(LEVEL_WAIT, async {
-        while !app.replica.state().read().cluster_level.bounds_commands() {
-            tokio::time::sleep(LEVEL_POLL).await;
-        }
-    })
-    .await;
-    if waited.is_err() {
+    if !level_wait::reached(app, Level::bounds_commands).await {
         return Err(ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "this cluster still runs at level 1 (it formed a moment ago, or a node runs \

@@ -9,8 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tickd_domain::{
-    Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Outcome, Schedule, Selection,
-    validate_name,
+    Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Level, Outcome, Schedule,
+    Selection, calendar_needs_level, validate_name,
 };
 use utoipa::ToSchema;
 
@@ -18,6 +18,7 @@ use crate::AppState;
 use crate::base_url::BaseUrl;
 use crate::error::{ApiError, BodyShape, ErrorBody};
 use crate::ids;
+use crate::level_wait;
 use crate::list_body;
 use crate::view::{ChannelContext, ClockView, clock_url};
 
@@ -29,10 +30,12 @@ pub struct RegisterBody {
     /// Any UTF-8 of 1 to 200 bytes (so that the RabbitMQ queue name stays within 255 bytes).
     #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
     name: Option<String>,
-    /// `every.<N>.<unit>` with a unit of seconds, minutes, hours or days (singular too) and an
-    /// interval of at most 366 days, or `@never`. The pattern spells out each unit's upper
-    /// bound and allows leading zeros, as the parser does: a unit test holds it against
-    /// `Schedule::parse`.
+    /// Ticktok's `every.<N>.<unit>` with a unit of seconds, minutes, hours or days (singular
+    /// too) and an interval of at most 366 days, or `@never`; or one of tickd's calendar
+    /// forms (`every.MON|FRI.at.09:30`, cron, `@daily`, `@at <instant>`, each optionally
+    /// after `TZ=<zone> `; docs/SCHEDULES.md), at most 256 bytes. The schema (its pattern and
+    /// length) spells out Ticktok's forms exactly, as the parser reads them (a unit test
+    /// holds it against `Schedule::parse`); no pattern can state the calendar grammar.
     #[schema(value_type = String, required = true, max_length = 46, pattern = r"^(@never|every\.0*([1-9][0-9]{0,6}|[12][0-9]{7}|30[0-9]{6}|31[0-5][0-9]{5}|316[01][0-9]{4}|3162[01][0-9]{3}|31622[0-3][0-9]{2}|3162240{2})\.seconds?|every\.0*([1-9][0-9]{0,4}|[1-4][0-9]{5}|5[01][0-9]{4}|52[0-6][0-9]{3}|5270[0-3][0-9]|527040)\.minutes?|every\.0*([1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-7][0-9]|878[0-4])\.hours?|every\.0*([1-9][0-9]?|[12][0-9]{2}|3[0-5][0-9]|36[0-6])\.days?)$")]
     schedule: Option<String>,
 }
@@ -43,6 +46,48 @@ const REGISTRATION: BodyShape = BodyShape {
     example: r#"{"name": "…", "schedule": "…"}"#,
     limit_bytes: crate::MAX_BODY_BYTES,
 };
+
+/// The longest RabbitMQ queue name (RabbitMQ's limit, in bytes).
+const MAX_QUEUE_NAME_BYTES: usize = 255;
+
+/// The queue of a RabbitMQ clock, `ticktok-<name>;<schedule>`, which RabbitMQ refuses beyond
+/// 255 bytes: a long name with a long calendar schedule is a 400 that says so.
+fn rabbit_queue(name: &str, schedule: &Schedule) -> Result<String, ApiError> {
+    let queue = Channel::rabbit_queue_name(name, schedule);
+    if queue.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "the clock's RabbitMQ queue, ticktok-<name>;<schedule>, would have {} bytes and \
+             RabbitMQ allows {MAX_QUEUE_NAME_BYTES}; shorten the name or the schedule",
+            queue.len()
+        )));
+    }
+    Ok(queue)
+}
+
+/// A calendar schedule needs a cluster whose every voter can parse it (waiting a moment for
+/// a new cluster's level), and an `@at` instant must still be ahead.
+async fn check_calendar(app: &AppState, schedule: &Schedule) -> Result<(), ApiError> {
+    if !schedule.is_calendar() {
+        return Ok(());
+    }
+    if !level_wait::reached(app, Level::has_calendar_schedules).await {
+        let level = app.replica.state().read().cluster_level;
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            calendar_needs_level(level),
+        ));
+    }
+    let now_ms = app.replica.clock().now_ms();
+    if schedule.next_instant_after(now_ms).is_none() {
+        return Err(ApiError::bad_request(format!(
+            "invalid schedule {:?}: it never fires after now ({}); an @at instant must lie \
+             ahead",
+            schedule.as_str(),
+            tickd_domain::rfc3339_millis(now_ms)
+        )));
+    }
+    Ok(())
+}
 
 /// `POST /api/v1/clocks`: create the clock of a (name, schedule) pair, or join it.
 #[utoipa::path(
@@ -80,11 +125,9 @@ pub async fn register(
     validate_name(&name).map_err(|error| ApiError::bad_request(error.to_string()))?;
     let schedule =
         Schedule::parse(&schedule).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    check_calendar(&app, &schedule).await?;
     let (channel, rabbit_queue) = match &app.config.rabbit_uri {
-        Some(_) => (
-            Channel::Rabbit,
-            Some(Channel::rabbit_queue_name(&name, &schedule)),
-        ),
+        Some(_) => (Channel::Rabbit, Some(rabbit_queue(&name, &schedule)?)),
         None => {
             let queue_id = ids::queue_id();
             (Channel::Http { queue_id }, None)
@@ -128,7 +171,8 @@ pub async fn register(
     let context = ChannelContext {
         rabbit_uri: app.config.rabbit_uri.as_deref(),
     };
-    let view = ClockView::registered(&clock, shown_status, &base, &context);
+    let now_ms = app.replica.clock().now_ms();
+    let view = ClockView::registered(&clock, shown_status, &base, &context, now_ms);
     let location = format!(
         "{}?access_token={}",
         clock_url(&base, &clock.id.text()),
@@ -197,11 +241,13 @@ pub async fn list(
         let slot = app.unpaged_lists.take()?;
         let selection = linearized_selection(&app, filter).await?;
         let deadline = Instant::now() + list_body::UNPAGED_LIST_DEADLINE;
-        let body = list_body::streamed(selection, base, page.after, slot, deadline);
+        let now_ms = app.replica.clock().now_ms();
+        let body = list_body::streamed(selection, base, now_ms, page.after, slot, deadline);
         return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
     };
     let selection = linearized_selection(&app, filter).await?;
-    let (body, last) = list_body::page(selection, base.clone(), page.after, limit).await?;
+    let now_ms = app.replica.clock().now_ms();
+    let (body, last) = list_body::page(selection, base.clone(), now_ms, page.after, limit).await?;
     let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     if let Some(last) = last {
         let next = Page::next_link(&base, &pairs, &last.text());
@@ -301,7 +347,11 @@ pub async fn get(
         .registry
         .get(&ClockId::new(id.clone()))
         .ok_or_else(|| unknown_clock(&id))?;
-    Ok(Json(ClockView::of(clock, &base)))
+    Ok(Json(ClockView::of(
+        clock,
+        &base,
+        app.replica.clock().now_ms(),
+    )))
 }
 
 /// `PUT /api/v1/clocks/{id}/{action}` with `action` one of pause, resume, tick.
@@ -362,7 +412,11 @@ pub async fn act(
             if resumed {
                 prepare_queue(&app, clock.rabbit_queue().as_deref()).await?;
             }
-            Ok(Json(ClockView::of(&clock, &base)))
+            Ok(Json(ClockView::of(
+                &clock,
+                &base,
+                app.replica.clock().now_ms(),
+            )))
         }
         Outcome::NotFound => Err(unknown_clock(&id)),
         // Only a manual tick is refused: too many of its ticks are still waiting.

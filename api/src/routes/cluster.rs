@@ -78,6 +78,9 @@ struct MemberStatus {
     version: Option<String>,
     /// The cluster levels its binary supports, as `lowest..=highest`, when it answered.
     levels: Option<String>,
+    /// The version of the zone database its binary computes calendar schedules with (e.g.
+    /// `2025b`), when it answered and has one.
+    zone_database: Option<String>,
     /// How long, in milliseconds, it has taken no entry while entries wait for it, once that is
     /// at least 10 s: it cannot keep up (a slow or full disk, a cut link). Known only to the
     /// leader, so present only in the leader's answer.
@@ -160,6 +163,9 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
                 levels: answer
                     .as_ref()
                     .map(|status| status.supported_levels().to_string()),
+                zone_database: answer
+                    .as_ref()
+                    .and_then(|status| status.zone_database.clone()),
                 stalled_ms: stalled
                     .get(&id)
                     .map(|stuck| u64::try_from(stuck.as_millis()).unwrap_or(u64::MAX)),

@@ -35,7 +35,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use serde::Serialize;
-use tickd_domain::{Channel, Clock, ClockStatus, ClocksStamp, RegistryImage};
+use tickd_domain::{Channel, Clock, ClockStatus, ClocksStamp, RegistryImage, rfc3339_millis};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -95,9 +95,15 @@ struct ClockSummary {
     status: ClockStatus,
     /// `rabbit` or `http`; the queue itself is given only to the registration.
     channel: &'static str,
-    /// The next scheduled instant, in Unix milliseconds; absent for `@never` and while
-    /// paused.
+    /// The next scheduled instant, in Unix milliseconds; absent for `@never`, while paused
+    /// and once an `@at` clock has fired.
     next_at_ms: Option<u64>,
+    /// The same instant as RFC 3339 UTC with milliseconds (`next_tick` of the resource).
+    next_tick: Option<String>,
+    /// The same instant in the schedule's zone, with its offset.
+    next_tick_local: Option<String>,
+    /// The schedule's zone: its `TZ=` zone, else UTC.
+    zone: String,
 }
 
 impl ClockSummary {
@@ -116,6 +122,9 @@ impl ClockSummary {
                 Channel::Http { .. } => "http",
             },
             next_at_ms,
+            next_tick: next_at_ms.map(rfc3339_millis),
+            next_tick_local: next_at_ms.and_then(|next| clock.schedule.local_time(next)),
+            zone: clock.schedule.zone_name().to_owned(),
         }
     }
 }

@@ -7,4 +7,5 @@ pub mod events;
 pub mod health;
 pub mod metrics;
 pub mod queues;
+pub mod schedules;
 pub mod stats;

@@ -243,8 +243,10 @@ function renderClocks() {
     setCell(row, "schedule", clock.schedule);
     setCell(row, "status", clock.status, `status ${clock.status}`);
     setCell(row, "channel", clock.channel);
-    setCell(row, "next",
-      clock.next_at_ms == null ? "—" : new Date(clock.next_at_ms).toLocaleTimeString());
+    // The next tick in the clock's own zone, as its schedule reads; UTC in the tooltip.
+    const next = setCell(row, "next", clock.next_tick_local == null
+      ? "—" : clock.next_tick_local.replace("T", " ").replace(/\.\d{3}/, ""));
+    next.title = clock.next_tick == null ? "" : `${clock.next_tick} (UTC); zone ${clock.zone}`;
     renderTicks(row, stats.clocks.get(clock.id));
     const toggle = row.cells[column("actions")].firstChild;
     const action = clock.status === "PAUSED" ? "resume" : "pause";
