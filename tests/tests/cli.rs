@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 use tickd_tests::api::{clock_id, get_clock, pop, register};
-use tickd_tests::cluster::{READY_TIMEOUT, tickd_binary};
+use tickd_tests::cluster::{READY_TIMEOUT, THIS_LEVEL, tickd_binary};
 use tickd_tests::{TestCluster, ports, unique_name};
 
 /// What one run of the CLI printed.
@@ -103,13 +103,13 @@ async fn every_admin_command_works_against_a_real_cluster_and_fails_clearly() {
         status.contains("ROLE") && status.contains("leader"),
         "{status}"
     );
-    // Each node's release and levels, and the cluster's level (1, or 2 once the leader has
-    // seen every voter's support).
+    // Each node's release and levels, and the cluster's level (1, or this build's once the
+    // leader has seen every voter's support).
     assert!(
         status.contains("cluster level: ")
             && status.contains("VERSION")
             && status.contains(env!("CARGO_PKG_VERSION"))
-            && status.contains("1..=2"),
+            && status.contains(&format!("1..={THIS_LEVEL}")),
         "{status}"
     );
     let view = tickd(&api, token, &["cluster", "status", "--json"])

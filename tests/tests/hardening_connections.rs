@@ -210,17 +210,13 @@ async fn a_full_api_listener_closes_the_oldest_stranger_for_a_token_holder() {
         .start()
         .await;
     let api = cluster.api_addr(1);
+    // As many strangers as the cap, three per address (each within its address's cap of
+    // eight): with the harness's own connections the listener is full of connections that
+    // proved nothing, whichever of them it has already closed to make room.
     let mut strangers = Vec::new();
     for n in 0..CAP {
         let from = stranger(10 + u16::try_from(n % 8).expect("a small number"));
         strangers.push(connect_from(from, api).await);
-    }
-    // Held, not closed: every one is within its address's cap (header_read_timeout is 10 s).
-    for stream in &mut strangers {
-        assert!(
-            !closed_within(stream, Duration::from_millis(50)).await,
-            "a stranger's connection within the caps was closed before the listener was full"
-        );
     }
     let mut client = connect_from(stranger(100), api).await;
     let request = format!(

@@ -84,7 +84,7 @@ impl ExposedNode {
     /// Starts the node and waits until it serves.
     async fn start(&self) -> Child {
         let child = self.spawn();
-        let client = reqwest::Client::new();
+        let client = client();
         let health = self.url(HEALTH_PATH);
         eventually(
             "the node serves",
@@ -115,12 +115,20 @@ impl ExposedNode {
     }
 }
 
+/// A client as the harness builds them (rustls with ring: the tests' reqwest has no default
+/// crypto provider).
+fn client() -> reqwest::Client {
+    tickd_tests::http::client_builder()
+        .build()
+        .expect("an HTTP client")
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
 async fn register(node: &ExposedNode, host: Option<&str>) -> (StatusCode, Option<String>, Value) {
-    let mut request = reqwest::Client::new()
+    let mut request = client()
         .post(node.url(CLOCKS_PATH))
         .bearer_auth(TEST_TOKEN)
         .json(&json!({"name": unique_name("links"), "schedule": "every.5.seconds"}));
@@ -142,7 +150,7 @@ async fn register(node: &ExposedNode, host: Option<&str>) -> (StatusCode, Option
 }
 
 async fn clock_count(node: &ExposedNode) -> usize {
-    let list: Value = reqwest::Client::new()
+    let list: Value = client()
         .get(node.url(CLOCKS_PATH))
         .bearer_auth(TEST_TOKEN)
         .send()
