@@ -186,10 +186,27 @@ ensure_node() {
 # that document; both live in a virtual environment of the project's own, whose bin/ the test
 # suite finds through TICKD_TOOLS.
 ensure_api_tools() {
-  local venv="$TICKD_TOOLS/venv"
-  local wanted="schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+  ensure_venv "$TICKD_TOOLS/venv" \
+    "schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION" \
+    'import importlib.metadata as m; print(" ".join(f"{p}=={m.version(p)}" for p in ("schemathesis", "openapi-spec-validator")))'
+}
+
+# The cron oracle (domain/tests/cron_oracle.rs) checks calendar schedules against a reference
+# matcher in Python on zoneinfo (domain/tests/cron_oracle.py), which reads the zone database
+# from the tzdata package only, pinned to the same IANA release as the binary's. It lives in a
+# virtual environment of its own, $TICKD_TOOLS/oracle-venv, so that no other tool's
+# requirements move the pin.
+ensure_oracle_tzdata() {
+  ensure_venv "$TICKD_TOOLS/oracle-venv" "tzdata==$ORACLE_TZDATA_VERSION" \
+    'import importlib.metadata as m; print("tzdata==" + m.version("tzdata"))'
+}
+
+# Installs the requirement specifiers $2 (separated by spaces) into the virtual environment $1,
+# unless the Python expression $3, run there, prints them as they are: what is installed.
+ensure_venv() {
+  local venv=$1 wanted=$2 probe=$3
   local found
-  found=$("$venv/bin/python" -c 'import importlib.metadata as m; print(" ".join(f"{p}=={m.version(p)}" for p in ("schemathesis", "openapi-spec-validator")))' 2>/dev/null || true)
+  found=$("$venv/bin/python" -c "$probe" 2>/dev/null || true)
   if [ "$found" = "$wanted" ]; then
     say "$wanted: present"
     return
@@ -199,29 +216,8 @@ ensure_api_tools() {
     apt_install python3-venv
   fi
   python3 -m venv "$venv"
-  # shellcheck disable=SC2086 # two requirement specifiers, split on purpose
+  # shellcheck disable=SC2086 # requirement specifiers, split on purpose
   "$venv/bin/pip" install -q --disable-pip-version-check $wanted
-}
-
-# The cron oracle (domain/tests/cron_oracle.rs) checks calendar schedules against a reference
-# matcher in Python on zoneinfo (domain/tests/cron_oracle.py), which reads the zone database
-# from the tzdata package only, pinned to the same IANA release as the binary's. It lives in a
-# virtual environment of its own, $TICKD_TOOLS/oracle-venv, so that no other tool's
-# requirements move the pin.
-ensure_oracle_tzdata() {
-  local venv="$TICKD_TOOLS/oracle-venv"
-  local found
-  found=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tzdata"))' 2>/dev/null || true)
-  if [ "$found" = "$ORACLE_TZDATA_VERSION" ]; then
-    say "tzdata $ORACLE_TZDATA_VERSION (cron oracle): present"
-    return
-  fi
-  say "installing tzdata==$ORACLE_TZDATA_VERSION into $venv"
-  if ! python3 -m venv --help >/dev/null 2>&1; then
-    apt_install python3-venv
-  fi
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "tzdata==$ORACLE_TZDATA_VERSION"
 }
 
 # cargo-deb builds the Debian package; the suite packages its debug build and unpacks it

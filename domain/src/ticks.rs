@@ -338,11 +338,12 @@ pub struct TickLedger {
     pub pop_replays: SharedMap<QueueId, PopReplay>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
     pub manual_sequence: u64,
-    /// Totals.
-    pub counters: TickCounters,
+    /// Totals. Read through [`counters`](Self::counters); only the ledger's own bookkeeping
+    /// (and the snapshot reader, `crate::ledger_snapshot`) changes them.
+    pub(crate) counters: TickCounters,
     /// The queue limit of the latest intent (`http_queue_limit`): manual ticks filed between
-    /// two intents obey it too.
-    pub queue_limit: u64,
+    /// two intents obey it too. Read through [`queue_limit`](Self::queue_limit).
+    pub(crate) queue_limit: u64,
     /// The cluster's deliveries over the last minutes (from level 2; see [`crate::stats`]).
     pub series: DeliverySeries,
 }
@@ -372,6 +373,115 @@ pub enum Destination<'a> {
 }
 
 impl TickLedger {
+    /// The totals since the cluster was formed.
+    pub fn counters(&self) -> &TickCounters {
+        &self.counters
+    }
+
+    /// The queue limit of the latest intent (`http_queue_limit`; [`DEFAULT_QUEUE_LIMIT`]
+    /// before the first): manual ticks filed between two intents obey it too.
+    pub fn queue_limit(&self) -> u64 {
+        self.queue_limit
+    }
+
+    /// Takes the queue limit of an intent being applied, for the ticks it files and the manual
+    /// ticks filed until the next one.
+    pub(crate) fn adopt_queue_limit(&mut self, queue_limit: u64) {
+        self.queue_limit = queue_limit;
+    }
+
+    /// Moves the watermark: every scheduled instant up to `through_ms` has been filed.
+    pub(crate) fn mark_intended_through(&mut self, through_ms: u64) {
+        self.intended_through_ms = through_ms;
+    }
+
+    /// Adds an intent's late and coalesced ticks to the totals; filing counted the filed and
+    /// dropped ones, and [`coalesce_outbox`](Self::coalesce_outbox) counts its own.
+    pub(crate) fn count_missed(&mut self, missed: &Filed) {
+        self.counters.late = self.counters.late.saturating_add(missed.late);
+        self.counters.coalesced = self.counters.coalesced.saturating_add(missed.coalesced);
+    }
+
+    /// The next manual tick's sequence number, taken: the following one is next. Saturates at
+    /// `u64::MAX` (a level-1 cluster does not stop at [`MAX_MANUAL_SEQUENCE`]).
+    pub(crate) fn take_manual_sequence(&mut self) -> u64 {
+        let sequence = self.manual_sequence;
+        self.manual_sequence = sequence.saturating_add(1);
+        sequence
+    }
+
+    /// How many manual ticks of `clock` wait in the outbox for the broker, counted no further
+    /// than `cap`.
+    pub(crate) fn manual_ticks_waiting(&self, clock: &ClockId, cap: usize) -> usize {
+        self.outbox
+            .values()
+            .filter(|tick| tick.manual && tick.clock == *clock)
+            .take(cap)
+            .count()
+    }
+
+    /// Whether a pop of `queue_id` with `request` retries the queue's last pop, and so gets that
+    /// pop's ticks again from [`pop_due`](Self::pop_due).
+    pub(crate) fn is_retried_pop(&self, queue_id: &QueueId, request: &str) -> bool {
+        self.pop_replays
+            .get(queue_id)
+            .is_some_and(|replay| replay.request == request)
+    }
+
+    /// Removes a tick the broker settled from the outbox and returns it; `None` when it is not
+    /// there (settled already, or never filed).
+    pub(crate) fn settle(&mut self, key: &(u64, TickId)) -> Option<Tick> {
+        self.outbox.remove(key)
+    }
+
+    /// Withdraws `clock`'s scheduled ticks due after `after_ms`, from the outbox and from its
+    /// http queue `queue` if it has one: none of them is delivered. Manual ticks stay.
+    pub(crate) fn withdraw_scheduled(
+        &mut self,
+        clock: &ClockId,
+        queue: Option<&QueueId>,
+        after_ms: u64,
+    ) {
+        let withdrawn =
+            |tick: &Tick| &tick.clock == clock && !tick.manual && tick.due_at_ms > after_ms;
+        shared_map::retain(&mut self.outbox, |_, tick| !withdrawn(tick));
+        if let Some(queue_id) = queue
+            && let Some(queue) = self.queues.get_mut(queue_id)
+        {
+            queue.retain(|tick| !withdrawn(tick));
+        }
+    }
+
+    /// Joins a restored ledger to the history of `own`, the ledger of the cluster restoring
+    /// it, which it is about to replace (`Command::Restore`).
+    pub(crate) fn join_history(&mut self, own: &mut TickLedger) {
+        // The later watermark wins: instants this cluster's leader already intended (with no
+        // clocks to file them for) are not filed again, so no restored clock ticks twice for
+        // one instant and the gap since the backup is skipped rather than replayed.
+        self.intended_through_ms = self.intended_through_ms.max(own.intended_through_ms);
+        // Manual tick ids stay unique across both histories.
+        self.manual_sequence = self.manual_sequence.max(own.manual_sequence);
+        self.counters.absorb(&own.counters);
+        // The series describes this cluster's last minutes, not the backed-up one's.
+        self.series = std::mem::take(&mut own.series);
+    }
+
+    /// Fits a restored ledger to this cluster: its queue limit applies to the restored queues
+    /// too, and replay records of pops made on the backed-up cluster cannot be retried here.
+    pub(crate) fn fit_restored_queues(&mut self, queue_limit: u64) {
+        self.queue_limit = queue_limit;
+        self.pop_replays.clear();
+        let limit = usize::try_from(self.queue_limit.max(1)).unwrap_or(usize::MAX);
+        let mut dropped = 0u64;
+        shared_map::update_each(&mut self.queues, |queue| {
+            while queue.len() > limit {
+                queue.pop_front();
+                dropped = dropped.saturating_add(1);
+            }
+        });
+        self.counters.dropped = self.counters.dropped.saturating_add(dropped);
+    }
+
     /// The scheduled instants of a clock to file for `intent`: the late ones within the
     /// catch-up window each, the older ones coalesced into their newest. Returns the instants
     /// and how many were coalesced away.
