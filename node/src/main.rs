@@ -13,6 +13,7 @@ mod cli;
 mod config;
 mod credentials;
 mod listener;
+mod log_throttle;
 mod node;
 mod telemetry;
 mod tls;
@@ -20,9 +21,13 @@ mod tls;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::dynamic_filter_fn;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
 
 use crate::config::NodeConfig;
 
@@ -103,15 +108,19 @@ fn init_logging(cli: &Cli) {
         );
         EnvFilter::new("info")
     });
+    // openraft's repeated warnings, one line per call site per 10 s (see `log_throttle`);
+    // dynamic, since a plain `filter_fn`'s answer is cached per call site.
+    let throttle = log_throttle::Throttle::default();
+    let throttled = dynamic_filter_fn(move |metadata, _| throttle.admits(metadata, Instant::now()));
     // Colours only on a terminal: in a file or a journal the escape codes are noise that
     // breaks every grep for `key=value`.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     if cli.log_json {
-        builder.json().init();
+        registry.with(lines.json().with_filter(throttled)).init();
     } else {
-        builder.init();
+        registry.with(lines.with_filter(throttled)).init();
     }
 }
