@@ -227,6 +227,10 @@ async fn the_package_installed_into_a_fresh_debian_root_runs_a_node_from_its_clu
     );
 }
 
+/// `unshare`'s options for a network and a mount namespace of the command's own, with mounts
+/// that do not propagate back: what the install and the node both run in.
+const PRIVATE_NAMESPACES: [&str; 5] = ["--net", "--mount", "--propagation", "private", "--"];
+
 /// The command that runs `command_line` with `environment` only, chrooted into `root`, as
 /// `user` and `group` under `umask`, in a network and a mount namespace of its own
 /// ([`NODE_SCRIPT`]).
@@ -236,20 +240,11 @@ fn in_namespace_as(
     environment: &BTreeMap<String, String>,
     command_line: Vec<String>,
 ) -> Vec<String> {
-    let mut argv: Vec<String> = [
-        "unshare",
-        "--net",
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "sh",
-        "-c",
-        NODE_SCRIPT,
-        "sh",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut argv: Vec<String> = std::iter::once("unshare")
+        .chain(PRIVATE_NAMESPACES)
+        .chain(["sh", "-c", NODE_SCRIPT, "sh"])
+        .map(String::from)
+        .collect();
     argv.push(root.display().to_string());
     argv.extend([user, group, umask].map(String::from));
     argv.extend(
@@ -372,15 +367,8 @@ async fn install(root: &Path, deb: &Path) -> String {
     std::fs::copy(deb, in_root(root, DEB_IN_ROOT)).expect("copy the .deb into the root");
     let mut command = tokio::process::Command::new("unshare");
     command
-        .args([
-            "--net",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-        ])
+        .args(PRIVATE_NAMESPACES)
+        .args(["sh", "-c"])
         .arg(INSTALL_SCRIPT)
         .arg("sh")
         .arg(root)
