@@ -22,6 +22,9 @@ pub const TICKS_LATE: &str = "tickd_ticks_late_total";
 pub const TICKS_COALESCED: &str = "tickd_ticks_coalesced_total";
 /// Ticks dropped from full http queues.
 pub const TICKS_DROPPED: &str = "tickd_ticks_dropped_total";
+/// Clocks the committed intents visited: what firing costs, which the due index keeps to
+/// the clocks due rather than the clocks registered.
+pub const INTENT_CLOCKS_VISITED: &str = "tickd_intent_clocks_visited_total";
 /// Ticks handed to RabbitMQ, first deliveries and repeats alike.
 pub const TICKS_PUBLISHED: &str = "tickd_ticks_published_total";
 /// Ticks the broker confirmed as stored in their clock's queue.
@@ -57,6 +60,11 @@ pub fn describe() {
     describe_counter!(
         TICKS_DROPPED,
         "Ticks dropped from full http queues (http_queue_limit)"
+    );
+    describe_counter!(
+        INTENT_CLOCKS_VISITED,
+        "Clocks the intents this node proposed as leader visited: those due in each intent's \
+         window, not every clock registered"
     );
     describe_counter!(TICKS_PUBLISHED, "Ticks this node handed to RabbitMQ");
     describe_counter!(
@@ -101,6 +109,7 @@ pub fn describe() {
         TICKS_LATE,
         TICKS_COALESCED,
         TICKS_DROPPED,
+        INTENT_CLOCKS_VISITED,
         TICKS_PUBLISHED,
         TICKS_DELIVERED,
         TICKS_REDELIVERED,
@@ -120,6 +129,7 @@ pub(crate) fn record_filed(filed: &Filed) {
     counter!(TICKS_LATE).increment(filed.late);
     counter!(TICKS_COALESCED).increment(filed.coalesced);
     counter!(TICKS_DROPPED).increment(filed.dropped);
+    counter!(INTENT_CLOCKS_VISITED).increment(filed.visited);
 }
 
 /// Counts one tick handed to the broker, `lateness` after its instant.

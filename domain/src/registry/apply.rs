@@ -455,6 +455,7 @@ impl Registry {
         if intent.through_ms <= self.ledger.intended_through_ms {
             return filed;
         }
+        filed.visited = u64::try_from(clocks.len()).unwrap_or(u64::MAX);
         // Their keys before the watermark moves: filing changes neither a clock's status nor
         // its cursor, the watermark does.
         let previous: Vec<Option<u64>> = clocks.iter().map(|id| self.due_key(id)).collect();

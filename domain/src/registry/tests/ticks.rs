@@ -17,7 +17,8 @@ fn intents_file_the_ticks_of_active_clocks_once() {
             ticks: 3,
             late: 1,
             coalesced: 0,
-            dropped: 0
+            dropped: 0,
+            visited: 2,
         })
     );
     assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000", "rb-2000"]);
@@ -32,6 +33,56 @@ fn intents_file_the_ticks_of_active_clocks_once() {
     });
     assert_eq!(confirmed, Outcome::Confirmed { count: 1 });
     assert_eq!(outbox_ids(&registry), ["ra-2000", "rb-2000"]);
+}
+
+/// The cost of an intent is the clocks due in its window, not the clocks registered: with
+/// 100 000 hourly clocks and nothing due, an intent visits none of them, and when the hour
+/// comes it visits those due then. Guards the due index against a return to full scans,
+/// which files the same ticks (the oracle in `due_index_oracle.rs` holds either way) at a
+/// cost that grows with the registry.
+#[test]
+fn an_intent_visits_only_the_clocks_due_in_its_window() {
+    const CLOCKS: u64 = 100_000;
+    const HOUR_MS: u64 = 3_600_000;
+    let mut registry = Registry::new();
+    let commands = (0..CLOCKS)
+        .map(|n| {
+            unlimited(rabbit(
+                &format!("hourly-{n}"),
+                "every.1.hours",
+                &format!("h{n}"),
+                0,
+            ))
+        })
+        .collect();
+    registry.apply(Command::Batch(commands));
+    assert_eq!(registry.clocks().count(), 100_000);
+    let Outcome::Filed(idle) = registry.apply(intent(60_000, 59_000)) else {
+        panic!("an intent files");
+    };
+    assert_eq!((idle.ticks, idle.visited), (0, 0), "{idle:?}");
+    registry.apply(unlimited(rabbit(
+        "often",
+        "every.1.seconds",
+        "often",
+        60_000,
+    )));
+    let Outcome::Filed(busy) = registry.apply(intent(62_000, 61_000)) else {
+        panic!("an intent files");
+    };
+    assert_eq!((busy.ticks, busy.visited), (2, 1), "{busy:?}");
+    let Outcome::Filed(hour) = registry.apply(intent(HOUR_MS, HOUR_MS - 500)) else {
+        panic!("an intent files");
+    };
+    assert_eq!(hour.visited, CLOCKS + 1, "{hour:?}");
+}
+
+/// `command`, a registration, with no limit on the registry's size.
+fn unlimited(mut command: Command) -> Command {
+    if let Command::Register { max_clocks, .. } = &mut command {
+        *max_clocks = u64::MAX;
+    }
+    command
 }
 
 #[test]
@@ -232,6 +283,7 @@ fn intents_count_what_they_filed_late_coalesced_and_dropped() {
             late: 14,
             coalesced: 4,
             dropped: 5,
+            visited: 2,
         })
     );
     // The broker stays away for another minute. Per clock 110..=160 s are filed, all late
@@ -245,6 +297,7 @@ fn intents_count_what_they_filed_late_coalesced_and_dropped() {
             late: 10,
             coalesced: 6,
             dropped: 6,
+            visited: 2,
         })
     );
     assert_eq!(
