@@ -5,15 +5,24 @@
 //!
 //! One loop, one structure: the replicated outbox is ordered by due instant, so the loop sleeps
 //! until the earliest unpublished tick and publishes everything due then. No task per clock.
+//!
+//! Intents, confirmations and purges take the clients' write path ([`Replica::write`]): they
+//! share entries with registrations and pops under load (one append, one fsync, one
+//! replication round), and a clock that steps its leader down holds them as it holds every
+//! write. Should leadership pass while one is in flight, the write reaches the new leader,
+//! which is safe for each: an intent was made while this node's clock was within the bound,
+//! and filing is idempotent (the watermark only moves forward and tick ids are fixed by clock
+//! and instant), so the new leader files what it would have filed itself, and publishes it
+//! at each tick's instant by its own clock; a confirmation reports what the broker did; a
+//! purge removes clocks whose queues the broker let expire, and spares paused ones.
 
 use std::time::Duration;
 
 use futures::FutureExt as _;
 use futures::stream::{FuturesUnordered, StreamExt};
-use openraft::ServerState;
-use tickd_domain::{Command, Registry};
+use tickd_domain::{Command, Outcome, Registry};
+use tickd_raft::Replica;
 use tickd_raft::cluster_clock::{ClusterClock, MEASURE_EVERY, Verdict};
-use tickd_raft::{Raft, Replica};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval, sleep_until};
@@ -35,15 +44,11 @@ pub async fn run(
     config: EngineConfig,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut metrics = replica.raft().metrics();
+    let mut cluster = replica.watch_cluster();
     // The term in which this node last said that its clock keeps it from firing.
     let mut held_in = None;
     loop {
-        let leading = {
-            let current = metrics.borrow_and_update();
-            (current.state == ServerState::Leader).then_some(current.current_term)
-        };
-        if let Some(term) = leading {
+        if let Some(term) = cluster.leading_term() {
             match now(replica.clock()) {
                 Ok(at) => {
                     tracing::info!(term, "leading: firing ticks");
@@ -69,9 +74,12 @@ pub async fn run(
                 }
             }
         }
-        tokio::select! {
+        let core_stopped = tokio::select! {
             _ = stop.changed() => return,
-            changed = metrics.changed() => if changed.is_err() { return },
+            changed = cluster.changed() => changed.is_err(),
+        };
+        if core_stopped {
+            return tickd_raft::failure::idle_until_stop(&mut stop).await;
         }
     }
 }
@@ -109,7 +117,6 @@ fn held(term: u64, verdict: &Verdict, held_in: &mut Option<u64>) {
 
 struct Duties<'a> {
     replica: &'a Replica,
-    raft: Raft,
     clock: ClusterClock,
     broker: Option<Broker>,
     decisions: Decisions,
@@ -133,7 +140,6 @@ impl<'a> Duties<'a> {
         );
         Self {
             replica,
-            raft: replica.raft().clone(),
             clock: replica.clock().clone(),
             broker,
             decisions,
@@ -149,9 +155,9 @@ impl<'a> Duties<'a> {
     }
 
     async fn run(mut self, term: u64, stop: &mut watch::Receiver<bool>) -> Exit {
-        // Every applied entry and every role change updates the metrics: one watch wakes the
+        // Every applied entry and every role change changes the view: one watch wakes the
         // loop for both.
-        let mut metrics = self.raft.metrics();
+        let mut cluster = self.replica.watch_cluster();
         let mut intents = interval(INTENT_EVERY);
         let mut renewals = interval(LEASE_RENEW_EVERY);
         let mut confirms = interval(CONFIRM_EVERY);
@@ -162,11 +168,10 @@ impl<'a> Duties<'a> {
         // recomputed only when that can change it: an applied entry, a publish, a failure.
         let mut wake_at: Option<Instant> = None;
         loop {
-            {
-                let current = metrics.borrow_and_update();
-                if current.state != ServerState::Leader || current.current_term != term {
-                    return Exit::LostLeadership;
-                }
+            // Test builds only (the `fail` crate's `failpoints` feature): the engine dies.
+            fail::fail_point!("engine-loop", |_| Exit::Stop);
+            if cluster.leading_term() != Some(term) {
+                return Exit::LostLeadership;
             }
             let at = match now(&self.clock) {
                 Ok(at) => at,
@@ -180,7 +185,7 @@ impl<'a> Duties<'a> {
             };
             tokio::select! {
                 _ = stop.changed() => return Exit::Stop,
-                _ = metrics.changed() => wake_at = None,
+                _ = cluster.changed() => wake_at = None,
                 _ = intents.tick() => self.propose_intent(),
                 _ = renewals.tick() => self.renew_lease().await,
                 _ = sleep_until(wake) => {
@@ -201,7 +206,7 @@ impl<'a> Duties<'a> {
     /// Asks a quorum to confirm leadership; the lease runs from the question.
     async fn renew_lease(&mut self) {
         let asked_at = Instant::now();
-        match self.raft.get_read_log_id().await {
+        match self.replica.confirm_leadership().await {
             Ok(_) => self.decisions.lease_confirmed(asked_at),
             Err(error) => {
                 tracing::debug!(%error, "leadership not confirmed; the lease is dropped");
@@ -250,23 +255,23 @@ impl<'a> Duties<'a> {
             return;
         };
         let intent = self.decisions.intent(at);
-        let raft = self.raft.clone();
+        let replica = self.replica.clone();
+        // The replica's `write` span inside this one carries the entry's index.
         let span = tracing::debug_span!(
             "intent",
             through_ms = intent.through_ms,
-            index = field::Empty,
             filed = field::Empty,
         );
         self.intent_in_flight = Some(tokio::spawn(
             async move {
-                match raft.client_write(Command::Intend(intent)).await {
-                    Ok(written) => {
-                        Span::current().record("index", written.log_id.index);
-                        if let Some(tickd_domain::Outcome::Filed(filed)) = written.data.outcome {
-                            Span::current().record("filed", filed.ticks);
-                            telemetry::record_filed(&filed);
-                            tracing::debug!(late = filed.late, "intent committed");
-                        }
+                match replica.write(Command::Intend(intent)).await {
+                    Ok(Outcome::Filed(filed)) => {
+                        Span::current().record("filed", filed.ticks);
+                        telemetry::record_filed(&filed);
+                        tracing::debug!(late = filed.late, "intent committed");
+                    }
+                    Ok(other) => {
+                        tracing::warn!(?other, "an intent was answered as another command")
                     }
                     Err(error) => tracing::debug!(%error, "intent not committed"),
                 }
@@ -356,20 +361,17 @@ impl<'a> Duties<'a> {
             return;
         };
         let (ticks, published_ms): (Vec<_>, Vec<_>) = confirmed.into_iter().unzip();
-        let raft = self.raft.clone();
+        let replica = self.replica.clone();
         // The last step of a tick: the entry that takes it out of the outbox for good.
-        let span = tracing::debug_span!("ack", ticks = ticks.len(), index = field::Empty);
+        let span = tracing::debug_span!("ack", ticks = ticks.len());
         tokio::spawn(
             async move {
                 let confirm = Command::Confirm {
                     ticks,
                     published_ms,
                 };
-                match raft.client_write(confirm).await {
-                    Ok(written) => {
-                        Span::current().record("index", written.log_id.index);
-                        tracing::debug!("confirmed ticks left the outbox");
-                    }
+                match replica.write(confirm).await {
+                    Ok(_) => tracing::debug!("confirmed ticks left the outbox"),
                     // The ticks stay in the outbox and will be published again with the same
                     // ids.
                     Err(error) => tracing::debug!(%error, "confirmation not committed"),
@@ -389,9 +391,9 @@ impl<'a> Duties<'a> {
             return;
         };
         tracing::info!(clocks = clocks.len(), "purging clocks nobody consumes");
-        let raft = self.raft.clone();
+        let replica = self.replica.clone();
         tokio::spawn(async move {
-            if let Err(error) = raft.client_write(Command::Purge { clocks }).await {
+            if let Err(error) = replica.write(Command::Purge { clocks }).await {
                 tracing::debug!(%error, "purge not committed");
             }
         });

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use openraft::error::{InitializeError, RaftError};
-use tickd_raft::{NodeAddr, NodeId, Replica};
+use tickd_raft::{NodeAddr, NodeId, Raft, Replica};
 use tokio::time::sleep;
 
 /// Pause between two polls of the peers.
@@ -27,10 +27,16 @@ const POLL_INTERVAL: Duration = Duration::from_millis(300);
 const POLL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Runs until the cluster is formed from this node's point of view. A joining node only says
-/// how to add it.
-pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>, join: bool) {
+/// how to add it. `raft` is the replica's own instance: initialising is the one thing the
+/// node does to openraft that no client of the replica may.
+pub async fn form_cluster(
+    raft: Raft,
+    replica: Replica,
+    members: BTreeMap<NodeId, NodeAddr>,
+    join: bool,
+) {
     if join {
-        if let Ok(false) = replica.raft().is_initialized().await {
+        if let Ok(false) = raft.is_initialized().await {
             tracing::info!(
                 node = replica.id(),
                 "waiting to be added to the running cluster: run `tickd cluster add-node` \
@@ -41,7 +47,7 @@ pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>,
     }
     let mut announced = false;
     loop {
-        match replica.raft().is_initialized().await {
+        match raft.is_initialized().await {
             Ok(true) => return,
             Ok(false) => {}
             Err(fatal) => {
@@ -58,7 +64,7 @@ pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>,
         }
         let reachable = answers.len() + 1;
         if reachable * 2 > members.len() {
-            initialize(&replica, &members).await;
+            initialize(&raft, &members).await;
             return;
         }
         if !announced {
@@ -73,8 +79,8 @@ pub async fn form_cluster(replica: Replica, members: BTreeMap<NodeId, NodeAddr>,
     }
 }
 
-async fn initialize(replica: &Replica, members: &BTreeMap<NodeId, NodeAddr>) {
-    match replica.raft().initialize(members.clone()).await {
+async fn initialize(raft: &Raft, members: &BTreeMap<NodeId, NodeAddr>) {
+    match raft.initialize(members.clone()).await {
         Ok(()) => tracing::info!(members = members.len(), "cluster initialised"),
         Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
             tracing::debug!("the cluster was initialised already");

@@ -232,6 +232,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stopped.wait_for(|stop| *stop) => break,
         };
+        // Test builds only (the `fail` crate's `failpoints` feature): a listener that quits.
+        fail::fail_point!("api-listener", matches!(which, Listener::Api), |_| Ok(()));
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {

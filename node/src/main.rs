@@ -15,6 +15,7 @@ mod credentials;
 mod listener;
 mod log_throttle;
 mod node;
+mod supervisor;
 mod telemetry;
 mod tls;
 
@@ -76,6 +77,10 @@ fn main() -> ExitCode {
     // modes they choose (a certificate is 0644).
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     init_logging(&cli);
+    // The fault injection of the test suite: a debug build reads `FAILPOINTS` (for example
+    // `engine-loop=panic`; tests/tests/supervision.rs). A release build never reads it, so its
+    // fail points, compiled in by a workspace build, never fire.
+    let _failpoints = cfg!(debug_assertions).then(fail::FailScenario::setup);
     let config = match (&cli.config, cli.node) {
         (Some(path), Some(id)) => NodeConfig::from_file(path, id),
         _ => Ok(NodeConfig::single_node()),

@@ -21,6 +21,7 @@ use crate::broker::{self, BrokerConfigError};
 use crate::config::NodeConfig;
 use crate::credentials::{self, Role};
 use crate::listener::{self, Listener, Members, Security};
+use crate::supervisor::{STOP_GRACE, Supervisor, TaskFailure};
 use crate::telemetry;
 use crate::tls::{self, NodeTls, TlsError};
 
@@ -80,6 +81,12 @@ pub enum NodeError {
          log (check the data directory's disk: space, permissions, I/O errors)"
     )]
     CoreFailed(String),
+    /// A task of the node ended before the node was told to stop (see [`crate::supervisor`]).
+    #[error(
+        "{0}; exiting so that a restart brings the node back whole (the log above says what \
+         led to it)"
+    )]
+    TaskFailed(TaskFailure),
     /// A server or signal handler failed.
     #[error("{what} failed: {source}")]
     Serve {
@@ -177,7 +184,8 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     .await
     .map_err(|fatal| NodeError::Raft(fatal.to_string()))?;
     let clock = ClusterClock::new(config.max_clock_offset);
-    let replica = Replica::new(
+    let mut supervisor = Supervisor::default();
+    let (replica, proposals) = Replica::new(
         config.id,
         raft.clone(),
         state,
@@ -185,6 +193,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         config.forward_deadline,
         clock.clone(),
     );
+    supervisor.spawn("write queue", proposals);
 
     let raft_listener = listen("Raft RPC", config.raft).await?;
     let api_listener = listen("REST API", config.api).await?;
@@ -266,40 +275,49 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         config.api_limits.clone(),
         stopped.clone(),
     );
-    tokio::spawn(tickd_api::polls::report(
-        polls,
-        replica.clone(),
-        stopped.clone(),
-    ));
-    tokio::spawn(tickd_raft::telemetry::watch(raft.clone(), stopped.clone()));
-    tokio::spawn(tickd_raft::snapshot_pace::run(
-        raft.clone(),
-        config.snapshot_every,
-        stopped.clone(),
-    ));
-    tokio::spawn(tickd_raft::clock_monitor::run(
-        replica.clone(),
-        stopped.clone(),
-    ));
-    tokio::spawn(tickd_raft::progress::run(replica.clone(), stopped.clone()));
-    tokio::spawn(tickd_raft::level_monitor::run(
-        replica.clone(),
-        stopped.clone(),
-    ));
-    tokio::spawn(telemetry::upkeep(metrics, reserve, stopped.clone()));
-    tokio::spawn(tickd_engine::run(
-        replica.clone(),
-        broker,
-        config.engine.clone(),
-        stopped,
-    ));
-    let raft_server = tokio::spawn(raft_server);
-    let api_server = tokio::spawn(api_server);
-    tokio::spawn(bootstrap::form_cluster(
-        replica,
-        config.members.clone(),
-        config.join,
-    ));
+    supervisor.spawn(
+        "poll reporter",
+        tickd_api::polls::report(polls, replica.clone(), stopped.clone()),
+    );
+    supervisor.spawn(
+        "raft telemetry",
+        tickd_raft::telemetry::watch(raft.clone(), stopped.clone()),
+    );
+    supervisor.spawn(
+        "snapshot pacer",
+        tickd_raft::snapshot_pace::run(raft.clone(), config.snapshot_every, stopped.clone()),
+    );
+    supervisor.spawn(
+        "clock monitor",
+        tickd_raft::clock_monitor::run(replica.clone(), stopped.clone()),
+    );
+    supervisor.spawn(
+        "progress monitor",
+        tickd_raft::progress::run(replica.clone(), stopped.clone()),
+    );
+    supervisor.spawn(
+        "level monitor",
+        tickd_raft::level_monitor::run(replica.clone(), stopped.clone()),
+    );
+    supervisor.spawn(
+        "node telemetry",
+        telemetry::upkeep(metrics, reserve, stopped.clone()),
+    );
+    supervisor.spawn(
+        "engine",
+        tickd_engine::run(replica.clone(), broker, config.engine.clone(), stopped),
+    );
+    supervisor.spawn("Raft listener", raft_server);
+    supervisor.spawn("API listener", api_server);
+    supervisor.spawn_once(
+        "cluster formation",
+        bootstrap::form_cluster(
+            raft.clone(),
+            replica.clone(),
+            config.members.clone(),
+            config.join,
+        ),
+    );
 
     tracing::info!(
         node = config.id,
@@ -321,19 +339,20 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
             tracing::error!(error = %fatal, "the consensus core stopped; exiting");
             return Err(NodeError::CoreFailed(fatal.to_string()));
         }
+        failure = supervisor.failure() => {
+            // The same crash-only exit: DOWN at once, then out, the restart recovering.
+            replica.mark_failed(failure.to_string());
+            tracing::error!(task = failure.task, "{failure}; exiting");
+            return Err(NodeError::TaskFailed(failure));
+        }
     }
     tracing::info!("shutting down");
     let _ = stop.send(true);
     if let Err(error) = raft.shutdown().await {
         tracing::warn!(%error, "Raft did not shut down cleanly");
     }
-    for server in [raft_server, api_server] {
-        match server.await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "a server stopped with an error"),
-            Err(error) => tracing::warn!(%error, "a server task failed"),
-        }
-    }
+    drop(replica);
+    supervisor.stop(STOP_GRACE).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -56,12 +56,11 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the task that drains the queue into proposals. It ends when the last clone of
-    /// the batcher is dropped.
-    pub(crate) fn spawn(proposer: impl Propose) -> Self {
+    /// A queue, and the task that drains it into proposals, for the caller to run for as long
+    /// as writes may come. The task ends when the last clone of the batcher is dropped.
+    pub(crate) fn new(proposer: impl Propose) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let (queue, waiting) = mpsc::channel(QUEUE_DEPTH);
-        tokio::spawn(drain(waiting, Arc::new(proposer)));
-        Self { queue }
+        (Self { queue }, drain(waiting, Arc::new(proposer)))
     }
 
     /// Queues `command` and waits for its own result.
@@ -212,7 +211,8 @@ mod tests {
     #[tokio::test]
     async fn an_idle_node_proposes_a_write_alone_and_unchanged() {
         let registry = Arc::new(SlowRegistry::default());
-        let batcher = Batcher::spawn(Arc::clone(&registry));
+        let (batcher, proposals) = Batcher::new(Arc::clone(&registry));
+        tokio::spawn(proposals);
         for _ in 0..3 {
             let response = batcher.submit(tick("missing")).await;
             assert_eq!(
@@ -229,7 +229,8 @@ mod tests {
     #[tokio::test]
     async fn writes_that_queue_behind_full_slots_share_an_entry_and_keep_their_outcomes() {
         let registry = Arc::new(SlowRegistry::default());
-        let batcher = Batcher::spawn(Arc::clone(&registry));
+        let (batcher, proposals) = Batcher::new(Arc::clone(&registry));
+        tokio::spawn(proposals);
         // Every write registers a clock of its own, so every outcome in a batch differs and
         // a caller handed another caller's outcome sees the wrong id and name.
         let writers: Vec<_> = (0..50)

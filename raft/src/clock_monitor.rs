@@ -32,6 +32,8 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
             _ = rounds.tick() => {}
             _ = stop.changed() => return,
         }
+        // Test builds only (the `fail` crate's `failpoints` feature): a monitor that dies.
+        fail::fail_point!("clock-monitor", |_| ());
         let (voters, peers) = voters_and_peers(replica.raft());
         if voters == 0 {
             continue;
@@ -110,13 +112,32 @@ async fn measure(replica: &Replica, voters: usize, peers: Vec<(NodeId, NodeAddr)
     }
 }
 
+/// What openraft may do on this node's behalf under a verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Switches {
+    /// Campaign when its leader goes quiet.
+    elect: bool,
+    /// Send heartbeats (as leader): a quiet leader hands over.
+    heartbeat: bool,
+}
+
+/// A clock beyond the bound neither campaigns nor, while leading, keeps its followers' timers
+/// from running out; an unmeasured or agreeing one does both.
+fn switches(verdict: &Verdict, leading: bool) -> Switches {
+    let beyond = matches!(verdict, Verdict::Beyond { .. });
+    Switches {
+        elect: !beyond,
+        heartbeat: !(beyond && leading),
+    }
+}
+
 /// Switches elections and, while leading, heartbeats off for a clock beyond the bound, and
 /// back on once it is within; says so when the verdict changes.
 fn act(raft: &Raft, clock: &ClusterClock, verdict: &Verdict, last: &Verdict) {
-    let beyond = matches!(verdict, Verdict::Beyond { .. });
     let leading = raft.metrics().borrow().state == ServerState::Leader;
-    raft.runtime_config().elect(!beyond);
-    raft.runtime_config().heartbeat(!(beyond && leading));
+    let Switches { elect, heartbeat } = switches(verdict, leading);
+    raft.runtime_config().elect(elect);
+    raft.runtime_config().heartbeat(heartbeat);
     if verdict == last {
         return;
     }
@@ -141,5 +162,46 @@ fn act(raft: &Raft, clock: &ClusterClock, verdict: &Verdict, last: &Verdict) {
              campaign and fire ticks again"
         ),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEYOND: Verdict = Verdict::Beyond {
+        agreeing: 0,
+        voters: 3,
+        median_offset_ms: 5_000,
+    };
+
+    #[test]
+    fn a_clock_beyond_the_bound_neither_campaigns_nor_keeps_leading() {
+        for leading in [false, true] {
+            let switched = switches(&BEYOND, leading);
+            assert!(
+                !switched.elect,
+                "campaigns beyond the bound (leading: {leading})"
+            );
+        }
+        assert!(
+            !switches(&BEYOND, true).heartbeat,
+            "a leader beyond it goes quiet"
+        );
+        // A follower's heartbeat switch is moot, and left on for when it leads again.
+        assert!(switches(&BEYOND, false).heartbeat);
+    }
+
+    #[test]
+    fn a_clock_within_the_bound_or_unmeasured_does_both() {
+        for verdict in [Verdict::Within, Verdict::Unmeasured] {
+            for leading in [false, true] {
+                let everything = Switches {
+                    elect: true,
+                    heartbeat: true,
+                };
+                assert_eq!(switches(&verdict, leading), everything, "{verdict:?}");
+            }
+        }
     }
 }

@@ -7,14 +7,10 @@
 //! that a supervisor restarts it, which recovers from the durable log and snapshot.
 
 use openraft::error::Fatal;
+use tokio::sync::watch;
 
+use crate::view::failure_of;
 use crate::{NodeId, Raft};
-
-/// Why the core stopped, when it stopped on an error rather than being shut down. `None`
-/// while it runs, and after an orderly [`Raft::shutdown`].
-pub fn core_failure(raft: &Raft) -> Option<Fatal<NodeId>> {
-    failure_of(&raft.metrics().borrow().running_state)
-}
 
 /// Waits until the core stops on an error and returns why. Never returns after an orderly
 /// shutdown, nor while the core runs.
@@ -36,11 +32,12 @@ pub async fn core_failed(raft: &Raft) -> Fatal<NodeId> {
     }
 }
 
-fn failure_of(running: &Result<(), Fatal<NodeId>>) -> Option<Fatal<NodeId>> {
-    match running {
-        Ok(()) | Err(Fatal::Stopped) => None,
-        Err(fatal) => Some(fatal.clone()),
-    }
+/// What a task of the node does once the consensus core has stopped for good (a halted node,
+/// or a failure the node is exiting on): nothing, until the node is told to stop. The node's
+/// tasks last as long as the node; one that ended earlier would be taken for a task that died
+/// (the node's supervisor exits on that), and a halted node stays up to say why it halted.
+pub async fn idle_until_stop(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 #[cfg(test)]
@@ -48,7 +45,7 @@ mod tests {
     use openraft::StorageError;
     use openraft::error::Fatal;
 
-    use super::failure_of;
+    use crate::view::failure_of;
 
     #[test]
     fn a_storage_error_is_a_failure_and_a_shutdown_is_not() {

@@ -25,7 +25,8 @@
 //! * [`Replica`]: proposes commands, forwarding them to the leader when this node is not it,
 //!   and makes local reads linearizable with a read index obtained from the leader. Writes
 //!   that queue up while earlier ones are in flight are proposed together as one log entry
-//!   (`batching`), so one append, fsync and replication round carries many of them.
+//!   (`batching`), so one append, fsync and replication round carries many of them. With
+//!   [`view`] it is the façade the API and the engine use: they name no openraft type.
 //! * [`telemetry`]: this node's role, term and indexes, forwarded requests and the replicated
 //!   state's size, as metrics.
 //! * [`progress`]: the leader's judgement of replication's progress: a follower that takes no
@@ -76,11 +77,13 @@ pub mod telemetry;
 pub mod timing;
 mod types;
 pub mod unsupported;
+pub mod view;
 pub mod wall_clock;
 
 pub use replica::{MembershipAnswer, Replica, ReplicaError};
 pub use state::{ReplicatedState, StateHandle, StateImage};
 pub use types::{NodeAddr, NodeId, Response, TypeConfig};
+pub use view::{ClusterView, ClusterWatch, CoreStopped, LogPosition, Role};
 
 /// The openraft instance of tickd.
 pub type Raft = openraft::Raft<TypeConfig>;

@@ -168,10 +168,13 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
         let judged = tracker.observe(&metrics.borrow_and_update(), Instant::now());
         report_changes(&cell.get(), &judged);
         cell.set(judged);
-        tokio::select! {
+        let core_stopped = tokio::select! {
             _ = stop.wait_for(|stop| *stop) => return,
-            changed = metrics.changed() => if changed.is_err() { return },
-            _ = every.tick() => {}
+            changed = metrics.changed() => changed.is_err(),
+            _ = every.tick() => false,
+        };
+        if core_stopped {
+            return crate::failure::idle_until_stop(&mut stop).await;
         }
     }
 }

@@ -13,6 +13,7 @@
 
 mod read_rounds;
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
@@ -30,6 +31,7 @@ use crate::network::{
 use crate::progress::{ProgressCell, ReplicationProgress};
 use crate::status::NodeStatus;
 use crate::telemetry;
+use crate::view::{ClusterView, ClusterWatch};
 use crate::{NodeAddr, NodeId, Raft, Response, StateHandle};
 
 /// The first pause before retrying when no leader is known; it doubles up to
@@ -70,6 +72,9 @@ pub enum ReplicaError {
     /// The local Raft node has stopped (shutdown or a storage failure).
     #[error("this node's consensus module has stopped: {0}")]
     Stopped(String),
+    /// This node does not lead, or a quorum did not confirm that it still does.
+    #[error("this node cannot confirm that it leads: {0}")]
+    NotLeading(String),
 }
 
 /// This node's handle on the cluster: propose, read, inspect.
@@ -85,6 +90,8 @@ pub struct Replica {
     throttled_reads: ReadRounds<ReadIndex>,
     /// The leader's latest judgement of replication's progress (see [`crate::progress`]).
     progress: ProgressCell,
+    /// Why this node is about to exit, once it is (see [`Self::mark_failed`]).
+    failed: Arc<OnceLock<String>>,
 }
 
 /// How this node reaches the leader: itself when it leads, else the leader's internal routes.
@@ -119,6 +126,10 @@ impl Replica {
     /// Wires a replica. `deadline` bounds how long one write or read may wait for a leader;
     /// `clock` is this node's view of the cluster's clocks (measured by
     /// `crate::clock_monitor`).
+    ///
+    /// Also returns the task that proposes the queued writes, for the caller to run for the
+    /// node's life (the node's supervisor does); it ends once every clone of the replica is
+    /// dropped.
     pub fn new(
         id: NodeId,
         raft: Raft,
@@ -126,7 +137,7 @@ impl Replica {
         transport: PeerTransport,
         deadline: Duration,
         clock: ClusterClock,
-    ) -> Self {
+    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
         let route = LeaderRoute {
             id,
             raft,
@@ -134,14 +145,17 @@ impl Replica {
             clock,
             deadline,
         };
-        Self {
-            writes: Batcher::spawn(route.clone()),
+        let (writes, proposals) = Batcher::new(route.clone());
+        let replica = Self {
+            writes,
             reads: read_index_rounds(&route, Duration::ZERO),
             throttled_reads: read_index_rounds(&route, THROTTLED_READ_SPACING),
             route,
             state,
             progress: ProgressCell::default(),
-        }
+            failed: Arc::default(),
+        };
+        (replica, proposals)
     }
 
     /// This node's id.
@@ -149,9 +163,48 @@ impl Replica {
         self.route.id
     }
 
-    /// The local openraft instance.
-    pub fn raft(&self) -> &Raft {
+    /// The local openraft instance, for this crate's monitors; the rest of the node sees
+    /// consensus through [`Self::cluster`], [`Self::watch_cluster`] and the writes and reads
+    /// below.
+    pub(crate) fn raft(&self) -> &Raft {
         &self.route.raft
+    }
+
+    /// This node's view of the cluster now.
+    pub fn cluster(&self) -> ClusterView {
+        let mut view = ClusterView::of(&self.route.raft.metrics().borrow());
+        if view.failure.is_none() {
+            view.failure = self.failed.get().cloned();
+        }
+        view
+    }
+
+    /// Records that this node failed outside its consensus core (a task of the node died)
+    /// and is about to exit: from now on [`Self::cluster`] says so, and health answers DOWN,
+    /// as it does when the core fails. The first cause is kept.
+    pub fn mark_failed(&self, cause: String) {
+        let _ = self.failed.set(cause);
+    }
+
+    /// Wakes on every change of [`Self::cluster`], every applied entry included.
+    pub fn watch_cluster(&self) -> ClusterWatch {
+        ClusterWatch::new(self.route.raft.metrics())
+    }
+
+    /// What this node says of itself on its status route, its clock's reading included.
+    pub fn own_status(&self) -> NodeStatus {
+        NodeStatus::of(&self.cluster()).with_clock(self.clock())
+    }
+
+    /// Asks a quorum whether this node still leads, here and without forwarding: the
+    /// leader's own question before it acts alone (the engine's lease). `Ok` once a quorum
+    /// answered yes.
+    pub async fn confirm_leadership(&self) -> Result<(), ReplicaError> {
+        match self.route.raft.get_read_log_id().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::Fatal(fatal)) => Err(ReplicaError::Stopped(fatal.to_string())),
+            Err(RaftError::APIError(refusal)) => Err(ReplicaError::NotLeading(refusal.to_string())),
+        }
     }
 
     /// The applied state. Reads from it are linearizable only after [`Self::linearize`].

@@ -31,6 +31,7 @@ use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
 use crate::status::NodeStatus;
 use crate::unsupported::{self, Unsupported};
+use crate::view::ClusterView;
 use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
 
 /// Largest request body accepted from a peer: a batch of log entries or one snapshot chunk
@@ -324,7 +325,7 @@ async fn prove(
             message: "a challenge is 64 hexadecimal digits".to_owned(),
         });
     }
-    let status = NodeStatus::from_metrics(&raft.metrics().borrow());
+    let status = NodeStatus::of(&ClusterView::of(&raft.metrics().borrow()));
     Ok(reply(Proof::answer(
         &secret,
         &challenge,
@@ -334,7 +335,7 @@ async fn prove(
 }
 
 async fn status(State((raft, clock)): State<(Raft, ClusterClock)>) -> Response {
-    reply(NodeStatus::from_metrics(&raft.metrics().borrow()).with_clock(&clock))
+    reply(NodeStatus::of(&ClusterView::of(&raft.metrics().borrow())).with_clock(&clock))
 }
 
 #[cfg(test)]

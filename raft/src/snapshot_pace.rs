@@ -98,7 +98,7 @@ pub async fn run(raft: Raft, every: u64, mut stop: watch::Receiver<bool>) {
             && let Err(fatal) = raft.trigger().snapshot().await
         {
             tracing::debug!(%fatal, "no snapshot: the consensus core stopped");
-            return;
+            return crate::failure::idle_until_stop(&mut stop).await;
         }
     }
 }

@@ -7,6 +7,7 @@ use tickd_domain::Levels;
 use crate::NodeId;
 use crate::cluster_clock::{ClusterClock, Verdict};
 use crate::unsupported::BINARY_VERSION;
+use crate::view::ClusterView;
 use crate::wall_clock;
 
 /// One node's own view, served on its internal status route and gathered by any node that
@@ -47,20 +48,15 @@ pub struct NodeStatus {
 }
 
 impl NodeStatus {
-    /// The status of the local node, read off openraft's metrics.
-    pub fn from_metrics(metrics: &openraft::RaftMetrics<NodeId, crate::NodeAddr>) -> Self {
+    /// The status of the local node, from its view of the cluster.
+    pub fn of(view: &ClusterView) -> Self {
         Self {
-            id: metrics.id,
-            role: role_name(metrics.state).to_string(),
-            term: metrics.current_term,
-            leader: metrics.current_leader,
-            last_applied: metrics.last_applied.map(|log_id| log_id.index),
-            initialized: metrics
-                .membership_config
-                .membership()
-                .nodes()
-                .next()
-                .is_some(),
+            id: view.id,
+            role: view.role.name().to_string(),
+            term: view.term,
+            leader: view.leader,
+            last_applied: view.last_applied,
+            initialized: !view.members.is_empty(),
             wall_ms: None,
             clock: None,
             version: Some(BINARY_VERSION.to_owned()),
@@ -81,16 +77,5 @@ impl NodeStatus {
             clock: Some(clock.verdict()),
             ..self
         }
-    }
-}
-
-/// The lower-case name of a Raft role, as the cluster status shows it.
-pub fn role_name(state: openraft::ServerState) -> &'static str {
-    match state {
-        openraft::ServerState::Leader => "leader",
-        openraft::ServerState::Follower => "follower",
-        openraft::ServerState::Candidate => "candidate",
-        openraft::ServerState::Learner => "learner",
-        openraft::ServerState::Shutdown => "shutdown",
     }
 }

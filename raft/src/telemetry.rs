@@ -204,9 +204,12 @@ pub async fn watch(raft: Raft, mut stop: channel::Receiver<bool>) {
                 }
             }
         }
-        tokio::select! {
+        let core_stopped = tokio::select! {
             _ = stop.wait_for(|stop| *stop) => return,
-            changed = metrics.changed() => if changed.is_err() { return },
+            changed = metrics.changed() => changed.is_err(),
+        };
+        if core_stopped {
+            return crate::failure::idle_until_stop(&mut stop).await;
         }
     }
 }

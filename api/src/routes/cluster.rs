@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 use tickd_domain::Excerpt;
 use tickd_raft::cluster_clock::{PeerOffset, Verdict};
 use tickd_raft::membership::{Members, MembershipChange, MembershipError};
-use tickd_raft::status::NodeStatus;
 use tickd_raft::{NodeAddr, NodeId};
 use utoipa::ToSchema;
 
@@ -109,21 +108,15 @@ pub async fn cluster(State(app): State<AppState>) -> Json<ClusterStatus> {
 /// The cluster as this node sees it: the body of `GET /api/v1/cluster` and of the `cluster`
 /// event.
 pub(crate) async fn status(app: &AppState) -> ClusterStatus {
-    let metrics = app.replica.raft().metrics().borrow().clone();
-    let membership = metrics.membership_config.membership();
-    let voters: Vec<NodeId> = membership.voter_ids().collect();
-    let members: Vec<_> = membership
-        .nodes()
-        .map(|(id, node)| (*id, node.clone()))
-        .collect();
-    let polls = members.iter().map(|(id, node)| {
+    let view = app.replica.cluster();
+    let own_id = view.id;
+    let polls = view.members.iter().map(|(id, node)| {
         let replica = &app.replica;
-        let local = (*id == metrics.id)
-            .then(|| NodeStatus::from_metrics(&metrics).with_clock(replica.clock()));
         async move {
-            match local {
-                Some(status) => Some(status),
-                None => replica.peer_status(*id, node, MEMBER_TIMEOUT).await.ok(),
+            if *id == own_id {
+                Some(replica.own_status())
+            } else {
+                replica.peer_status(*id, node, MEMBER_TIMEOUT).await.ok()
             }
         }
     });
@@ -131,22 +124,23 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
     let stalled = app.replica.progress().stalled_followers;
     let mut offsets = app.replica.clock().offsets();
     offsets.insert(
-        metrics.id,
+        view.id,
         PeerOffset {
             offset_ms: 0,
             uncertainty_ms: 0,
         },
     );
-    let nodes = members
-        .into_iter()
+    let nodes = view
+        .members
+        .iter()
         .zip(answers)
         .map(|((id, node), answer)| {
-            let offset = offsets.get(&id);
+            let offset = offsets.get(id);
             MemberStatus {
-                id,
-                api: node.api,
-                raft: node.raft,
-                voter: voters.contains(&id),
+                id: *id,
+                api: node.api.clone(),
+                raft: node.raft.clone(),
+                voter: view.voters.contains(id),
                 reachable: answer.is_some(),
                 role: answer
                     .as_ref()
@@ -167,7 +161,7 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
                     .as_ref()
                     .and_then(|status| status.zone_database.clone()),
                 stalled_ms: stalled
-                    .get(&id)
+                    .get(id)
                     .map(|stuck| u64::try_from(stuck.as_millis()).unwrap_or(u64::MAX)),
                 clock_within_bound: answer.and_then(|status| status.clock).and_then(|verdict| {
                     match verdict {
@@ -181,8 +175,8 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
         .collect();
     let cluster_level = app.replica.state().read().cluster_level.0;
     ClusterStatus {
-        leader: metrics.current_leader,
-        term: metrics.current_term,
+        leader: view.leader,
+        term: view.term,
         cluster_level,
         nodes,
     }

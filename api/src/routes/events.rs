@@ -205,7 +205,7 @@ struct ClusterKey {
     leader: Option<u64>,
     term: u64,
     /// Where the membership in force was written: a new one is a new entry.
-    membership: Option<openraft::LogId<tickd_raft::NodeId>>,
+    membership: Option<tickd_raft::LogPosition>,
 }
 
 impl Watcher {
@@ -295,11 +295,11 @@ impl Watcher {
     }
 
     fn cluster_key(&self) -> ClusterKey {
-        let metrics = self.app.replica.raft().metrics().borrow().clone();
+        let view = self.app.replica.cluster();
         ClusterKey {
-            leader: metrics.current_leader,
-            term: metrics.current_term,
-            membership: *metrics.membership_config.log_id(),
+            leader: view.leader,
+            term: view.term,
+            membership: view.membership_at,
         }
     }
 

@@ -24,7 +24,8 @@ enum HealthStatus {
     /// A member of a cluster with a known leader.
     Up,
     /// Not a member, no leader known, a leader that has committed nothing for 10 s while
-    /// entries wait, or the consensus core stopped on an error.
+    /// entries wait, or the consensus core stopped on an error or a task of the node died
+    /// (the node is about to exit).
     Down,
 }
 
@@ -39,22 +40,18 @@ enum HealthStatus {
             body = Health, example = json!({"status": "UP"})),
         (status = 503, description = "This node is not a member, knows no leader, leads but \
             has committed nothing for 10 s while entries wait, or its consensus core stopped \
-            on a storage error (it is about to exit)",
+            on a storage error or a task of the node died (it is about to exit)",
             body = Health, example = json!({"status": "DOWN"})),
     ),
 )]
 pub async fn health(State(app): State<AppState>) -> Response {
-    let metrics = app.replica.raft().metrics().borrow().clone();
-    let member = metrics
-        .membership_config
-        .membership()
-        .get_node(&metrics.id)
-        .is_some();
-    // A core that stopped on a storage error still leaves its last leader in the metrics.
-    let running = metrics.running_state.is_ok();
+    let view = app.replica.cluster();
+    // A core that stopped on a storage error still leaves its last leader in the view, and
+    // a node whose task died still leads until it exits.
+    let running = view.failure.is_none();
     // A leader that has committed nothing for a while serves nothing that writes.
     let committing = app.replica.progress().commit_stalled.is_none();
-    let (code, status) = if running && member && committing && metrics.current_leader.is_some() {
+    let (code, status) = if running && view.is_member() && committing && view.leader.is_some() {
         (StatusCode::OK, HealthStatus::Up)
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, HealthStatus::Down)
