@@ -86,6 +86,9 @@ pub struct ClusterView {
     pub membership_at: Option<LogPosition>,
     /// The index of the last entry this node applied.
     pub last_applied: Option<u64>,
+    /// Whether the consensus core runs: false once it has stopped, in an orderly way (a
+    /// halted node, a shutdown) or on an error.
+    pub running: bool,
     /// Why this node is failing: its consensus core stopped on an error (a storage fault), or
     /// a task of the node died (see `Replica::mark_failed`); it is about to exit. `None`
     /// while it runs and after an orderly shutdown.
@@ -113,6 +116,7 @@ impl ClusterView {
                     index: log_id.index,
                 }),
             last_applied: metrics.last_applied.map(|log_id| log_id.index),
+            running: metrics.running_state.is_ok(),
             failure: failure_of(&metrics.running_state).map(|fatal| fatal.to_string()),
         }
     }

@@ -46,9 +46,9 @@ enum HealthStatus {
 )]
 pub async fn health(State(app): State<AppState>) -> Response {
     let view = app.replica.cluster();
-    // A core that stopped on a storage error still leaves its last leader in the view, and
-    // a node whose task died still leads until it exits.
-    let running = view.failure.is_none();
+    // A core that stopped (a halt, a storage error) still leaves its last leader in the view,
+    // and a node whose task died still leads until it exits.
+    let running = view.running && view.failure.is_none();
     // A leader that has committed nothing for a while serves nothing that writes.
     let committing = app.replica.progress().commit_stalled.is_none();
     let (code, status) = if running && view.is_member() && committing && view.leader.is_some() {
