@@ -811,6 +811,23 @@ impl TestCluster {
         self.process(id).last_exit
     }
 
+    /// The log of node `id`, whose last process must have exited with a failure status: what
+    /// a crash-only node that met a fault (a storage error, a dead task) leaves to read.
+    ///
+    /// # Panics
+    ///
+    /// When no process of the node has exited, or the last one exited successfully.
+    pub fn failure_log(&self, id: NodeId) -> String {
+        let exit = self
+            .last_exit(id)
+            .unwrap_or_else(|| panic!("node {id} has not exited"));
+        assert!(
+            !exit.success(),
+            "node {id} exited with {exit}, not a failure"
+        );
+        self.log(id)
+    }
+
     /// Kills a node with SIGKILL (running or stopped) and waits for it to exit.
     ///
     /// # Panics

@@ -18,9 +18,9 @@ use tickd_tests::{TestCluster, eventually};
 /// first round, the listener at its first connection.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Starts a one-node cluster whose node is told `failpoints`, and returns its log once it has
-/// exited on its own, non-zero.
-async fn exit_log(failpoints: &str) -> (TestCluster, String) {
+/// Starts a one-node cluster whose node is told `failpoints`, waits until it has exited on
+/// its own, non-zero, and checks that its log says `said`.
+async fn dies_saying(failpoints: &str, said: &str) {
     let cluster = TestCluster::builder()
         .nodes(1)
         .rabbit_uri(None)
@@ -46,47 +46,30 @@ async fn exit_log(failpoints: &str) -> (TestCluster, String) {
         },
     )
     .await;
-    let exit = cluster.last_exit(1).expect("the node exited");
+    let log = cluster.failure_log(1);
     assert!(
-        !exit.success(),
-        "the node exited with {exit}, not a failure"
+        log.contains(said),
+        "the node did not say \"{said}\" as it died ({failpoints}):\n{log}"
     );
-    let log = cluster.log(1);
-    (cluster, log)
 }
 
 #[tokio::test]
 async fn an_engine_that_returns_takes_the_node_down_saying_so() {
-    let (_cluster, log) = exit_log("engine-loop=return").await;
-    assert!(
-        log.contains("the `engine` task returned"),
-        "the node did not name its dead task:\n{log}"
-    );
+    dies_saying("engine-loop=return", "the `engine` task returned").await;
 }
 
 #[tokio::test]
 async fn an_engine_that_panics_takes_the_node_down_with_the_panic() {
-    let (_cluster, log) = exit_log("engine-loop=panic(the engine broke)").await;
-    assert!(
-        log.contains("the `engine` task panicked: the engine broke"),
-        "the node did not say how its task died:\n{log}"
-    );
+    let said = "the `engine` task panicked: the engine broke";
+    dies_saying("engine-loop=panic(the engine broke)", said).await;
 }
 
 #[tokio::test]
 async fn a_clock_monitor_that_returns_takes_the_node_down() {
-    let (_cluster, log) = exit_log("clock-monitor=return").await;
-    assert!(
-        log.contains("the `clock monitor` task returned"),
-        "the node did not name its dead task:\n{log}"
-    );
+    dies_saying("clock-monitor=return", "the `clock monitor` task returned").await;
 }
 
 #[tokio::test]
 async fn an_api_listener_that_quits_takes_the_node_down() {
-    let (_cluster, log) = exit_log("api-listener=return").await;
-    assert!(
-        log.contains("the `API listener` task returned"),
-        "the node did not name its dead task:\n{log}"
-    );
+    dies_saying("api-listener=return", "the `API listener` task returned").await;
 }
