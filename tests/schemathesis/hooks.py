@@ -18,7 +18,13 @@ Two rules that a JSON schema cannot state:
 - `POST /api/v1/cluster/nodes` makes the leader dial the given Raft address. Fuzzing must never
   send traffic off this machine, so before every request any address-like value (anything with
   a colon) is pointed at 127.0.0.1, keeping the generated port text.
+
+And one record: every answer's operation and status, a line each in the file named by
+TICKD_FUZZ_ANSWERS, from which the test tells that no operation answered only 403 (an
+operation the run never got past the token gate of was not fuzzed).
 """
+
+import os
 
 import schemathesis
 
@@ -63,3 +69,12 @@ def before_call(ctx, case, kwargs):
             case.body[field] = "127.0.0.1:" + value.rsplit(":", 1)[1]
     if case.body.get("raft") == case.body.get("api") and isinstance(case.body.get("raft"), str):
         case.body["raft"] = case.body["raft"].replace("127.0.0.1:", "127.0.0.2:", 1)
+
+
+@schemathesis.hook
+def after_call(ctx, case, response):
+    answers = os.environ.get("TICKD_FUZZ_ANSWERS")
+    if not answers:
+        return
+    with open(answers, "a", encoding="utf-8") as record:
+        record.write(f"{case.operation.method.upper()} {case.operation.path} {response.status_code}\n")

@@ -2,7 +2,9 @@
 //! the OpenAPI document a follower serves and sends that follower generated requests, valid
 //! and invalid, for every operation, with every check on (no 5xx, only documented statuses,
 //! bodies and headers matching their schemas, valid data accepted, invalid data rejected,
-//! the token not ignored, wrong methods answered 405). Requests to a follower exercise the
+//! the token not ignored, wrong methods answered 405). The operator's operations get the
+//! operator token, and every operation must answer something other than 403 at least once:
+//! one that only ever met its token gate was not fuzzed. Requests to a follower exercise the
 //! forwarding of writes and the linearized reads as well.
 //!
 //! The suite runs a short profile. The long one is the same test with more examples:
@@ -11,6 +13,7 @@
 //! `TICKD_FUZZ_SEED` (default 1) and `TICKD_FUZZ_MINUTES` (the bound on the run, default 12).
 //! The configuration and hooks live in `tests/schemathesis/`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -62,6 +65,7 @@ async fn schemathesis_finds_no_failure_on_a_three_node_cluster() {
         .expect("a queue id in the poll URL")
         .to_string();
     let junit = cluster.dir().join("schemathesis.xml");
+    let answers = cluster.dir().join("answers.txt");
     // The document is read from a file: given the document's own URL, schemathesis would leave
     // that route out of the run.
     let (status, _, document) = send(anonymous(&cluster, Method::GET, target, OPENAPI_PATH)).await;
@@ -84,10 +88,6 @@ async fn schemathesis_finds_no_failure_on_a_three_node_cluster() {
         .arg("run")
         .arg(&document_file)
         .args(["--url", &base])
-        .args([
-            "--header",
-            &format!("Authorization: Bearer {}", cluster.token()),
-        ])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args(["--max-examples", &examples.to_string()])
         .args(["--seed", &seed.to_string()])
@@ -98,6 +98,9 @@ async fn schemathesis_finds_no_failure_on_a_three_node_cluster() {
         .args(["--report", "junit", "--report-junit-path"])
         .arg(&junit)
         .env("NO_COLOR", "1")
+        .env("TICKD_FUZZ_TOKEN", cluster.token())
+        .env("TICKD_FUZZ_OPERATOR_TOKEN", cluster.operator_token())
+        .env("TICKD_FUZZ_ANSWERS", &answers)
         .env("TICKD_FUZZ_CLOCK", &clock)
         .env("TICKD_FUZZ_QUEUE", &queue)
         .stdin(Stdio::null())
@@ -130,6 +133,31 @@ async fn schemathesis_finds_no_failure_on_a_three_node_cluster() {
         tested,
         Some(operations - 1),
         "every operation but the event stream is tested:\n{stdout}"
+    );
+    // Every operation tested got past its token gate at least once: one that only ever
+    // answered 403 (the operator's, sent the wrong token) was not fuzzed, whatever the checks
+    // said.
+    let record = std::fs::read_to_string(&answers).expect("the hooks recorded the answers");
+    let mut answered: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for line in record.lines() {
+        if let Some((operation, status)) = line.rsplit_once(' ') {
+            answered.entry(operation).or_default().insert(status);
+        }
+    }
+    let gated: Vec<_> = answered
+        .iter()
+        .filter(|(_, statuses)| statuses.iter().all(|status| *status == "403"))
+        .map(|(operation, _)| *operation)
+        .collect();
+    assert!(
+        gated.is_empty(),
+        "operations that answered nothing but 403: {gated:?}"
+    );
+    assert_eq!(
+        answered.len(),
+        operations - 1,
+        "an answer from every operation but the event stream: {:?}",
+        answered.keys().collect::<Vec<_>>()
     );
     assert!(
         cluster.crashed_nodes().is_empty(),

@@ -7,7 +7,8 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::api::{
-    BACKUP_PATH, RESTORE_PATH, action, clock_id, list_where, on_node, operator, pop, register, send,
+    BACKUP_PATH, RESTORE_PATH, action, authed, clock_id, list_where, on_node, operator, pop,
+    register, send,
 };
 use tickd_tests::{TestCluster, eventually, unique_name};
 
@@ -35,6 +36,39 @@ async fn restore(cluster: &TestCluster, node: u64, document: &Value) -> (StatusC
     let request = operator(cluster, Method::POST, node, RESTORE_PATH).json(document);
     let (status, _, body) = send(request).await;
     (status, body)
+}
+
+/// Backup and restore are the operator's: the access token, which every client holds, gets
+/// 403 on both and changes nothing, where the operator token restores the same document.
+#[tokio::test]
+async fn the_access_token_can_neither_back_up_nor_restore() {
+    let source = TestCluster::start(1).await;
+    let (status, _, body) = register(&source, 1, &unique_name("kept"), "every.1.hours").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _, refused) = send(authed(&source, Method::GET, 1, BACKUP_PATH)).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "a backup with the access token: {refused}"
+    );
+    let (status, _, backup) = send(operator(&source, Method::GET, 1, BACKUP_PATH)).await;
+    assert_eq!(status, StatusCode::OK, "{backup}");
+
+    let target = TestCluster::start(1).await;
+    let request = authed(&target, Method::POST, 1, RESTORE_PATH).json(&backup);
+    let (status, _, refused) = send(request).await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "a restore with the access token: {refused}"
+    );
+    assert!(
+        clocks_of(&target, 1).await.is_empty(),
+        "the refused restore changed nothing"
+    );
+    let (status, body) = restore(&target, 1, &backup).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(clocks_of(&target, 1).await.len(), 1);
 }
 
 #[tokio::test]
