@@ -21,6 +21,8 @@
 //! - [`browser`]: a headless Chromium over WebDriver, for the dashboard.
 //! - [`releases`]: earlier releases of tickd built from the repository's history, to upgrade
 //!   a cluster from.
+//! - [`timing`]: the failover and election bounds every test waits by, derived from tickd's
+//!   configuration.
 //!
 //! Three rules hold throughout:
 //! - **Real processes.** Each node is a child process with its own data
@@ -57,6 +59,7 @@ pub mod rabbit;
 pub mod releases;
 pub mod rig;
 pub mod skew;
+pub mod timing;
 pub mod tools;
 pub mod wait;
 

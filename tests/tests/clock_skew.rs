@@ -4,13 +4,15 @@
 //! own clock, the machine's: no tick before its instant, none lost, writes durable and
 //! linearizable, leader and ticks back soon after each heal.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{self, authed};
 use tickd_tests::chaos::scripted::under_fault;
 use tickd_tests::membership::SETTLE;
+use tickd_tests::timing::FAILOVER;
 use tickd_tests::{NodeId, TestCluster, eventually, rabbit};
 
 /// The node whose clock is set off.
@@ -57,16 +59,71 @@ async fn wait_for_leader_other_than(cluster: &TestCluster, old: NodeId) -> NodeI
     leader
 }
 
-/// Ticks node `node` handed to RabbitMQ, by its own metrics.
+/// How often the tests ask a node whether it leads.
+const LEADERSHIP_POLL: Duration = Duration::from_millis(100);
+
+/// The longest a leader whose clock was stepped beyond the bound may go on leading: its next
+/// measurement (one [`MEASURE_EVERY`], whose probes may take a [`PROBE_TIMEOUT`]) turns its verdict
+/// and its heartbeats off, then its followers elect another (a [`FAILOVER`]), and a poll of
+/// the test may see it a [`LEADERSHIP_POLL`] late.
+const LEADS_AFTER_STEP_AT_MOST: Duration = MEASURE_EVERY
+    .saturating_add(PROBE_TIMEOUT)
+    .saturating_add(FAILOVER)
+    .saturating_add(LEADERSHIP_POLL);
+/// `tickd_raft::cluster_clock::MEASURE_EVERY` (the suite links none of tickd's code).
+const MEASURE_EVERY: Duration = Duration::from_secs(1);
+/// `tickd_raft::cluster_clock::PROBE_TIMEOUT`: how long one round's probes may take.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// Whether `node` says it leads (its own cluster view names it), or `None` when it does not
+/// answer in time (killed, or busy).
+async fn leads(cluster: &TestCluster, node: NodeId) -> Option<bool> {
+    let request =
+        authed(cluster, Method::GET, node, "/api/v1/cluster").timeout(LEADERSHIP_POLL * 5);
+    match api::try_send(request).await {
+        Ok((StatusCode::OK, _, view)) => Some(view["leader"] == node),
+        _ => None,
+    }
+}
+
+/// Runs `work` while asking `node` every [`LEADERSHIP_POLL`] whether it leads; returns the
+/// work's result and the instants at which the node said it did.
+async fn leadership_during<T>(
+    cluster: &TestCluster,
+    node: NodeId,
+    work: impl Future<Output = T>,
+) -> (T, Vec<Instant>) {
+    let done = AtomicBool::new(false);
+    let watch = async {
+        let mut led = Vec::new();
+        while !done.load(Ordering::Relaxed) {
+            let asked = Instant::now();
+            if leads(cluster, node).await == Some(true) {
+                led.push(asked);
+            }
+            tokio::time::sleep_until((asked + LEADERSHIP_POLL).into()).await;
+        }
+        led
+    };
+    let work = async {
+        let result = work.await;
+        done.store(true, Ordering::Relaxed);
+        result
+    };
+    tokio::join!(work, watch)
+}
+
+/// Ticks node `node` handed to RabbitMQ, by its own metrics. Every node exports the counter
+/// from its start (at zero), so a scrape without it fails rather than reading as nothing
+/// published: a renamed or dropped metric must not make "fired nothing" pass.
 async fn published_by(cluster: &TestCluster, node: NodeId) -> f64 {
     let (status, _, text) = api::send(api::operator(cluster, Method::GET, node, "/metrics")).await;
     assert_eq!(status, StatusCode::OK, "{text}");
-    text.as_str()
-        .unwrap_or_default()
-        .lines()
+    let text = text.as_str().expect("the metrics are text");
+    text.lines()
         .find(|line| line.starts_with("tickd_ticks_published_total "))
         .and_then(|line| line.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
+        .unwrap_or_else(|| panic!("node {node} exports no tickd_ticks_published_total:\n{text}"))
 }
 
 /// A node `offset_seconds` off the others: it says so, never leads for long, fires nothing,
@@ -104,7 +161,9 @@ async fn a_skewed_node_never_fires(offset_seconds: i64) {
         -expected_ms
     );
 
-    let verdict = under_fault(&cluster, 20 + offset_seconds.unsigned_abs(), async {
+    // Refuses to lead: asked every 100 ms through three elections it could win, the skewed
+    // node never says it leads (its campaign guard; without it, it wins about half of them).
+    let fault = under_fault(&cluster, 20 + offset_seconds.unsigned_abs(), async {
         for _ in 0..3 {
             let leader = wait_for_leader_other_than(&cluster, SKEWED).await;
             cluster.kill(leader);
@@ -114,8 +173,14 @@ async fn a_skewed_node_never_fires(offset_seconds: i64) {
             cluster.restart(leader);
             cluster.wait_healthy(leader, RECOVERY).await;
         }
-    })
-    .await;
+    });
+    let (verdict, led) = leadership_during(&cluster, SKEWED, fault).await;
+    assert!(
+        led.is_empty(),
+        "node {SKEWED}, {offset_seconds} s off, said it led {} times (polled every {:?})",
+        led.len(),
+        LEADERSHIP_POLL
+    );
     verdict.assert_held(&format!(
         "a node {offset_seconds} s off, three leader kills"
     ));
@@ -140,8 +205,10 @@ async fn a_node_five_seconds_behind_never_fires_and_no_tick_is_early_or_lost() {
     a_skewed_node_never_fires(-5).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leaders_clock_stepped_an_hour_either_way_releases_no_early_tick_and_loses_none() {
+/// The leader's clock stepped `step` seconds ahead, then the next leader's as far back: each
+/// hands over within a measurement and a failover (asked every 100 ms whether it still
+/// leads), and the checkers see no tick early, by the test's clock, and none lost.
+async fn a_stepped_leader_hands_over(step: i64, seed: u64) {
     let broker = rabbit::broker().await;
     let cluster = TestCluster::builder()
         .nodes(3)
@@ -152,12 +219,18 @@ async fn a_leaders_clock_stepped_an_hour_either_way_releases_no_early_tick_and_l
     for node in cluster.node_ids() {
         wait_for_verdict(&cluster, node, true).await;
     }
-    let verdict = under_fault(&cluster, 31, async {
-        for step in [HOUR, -HOUR] {
+    let mut held_on = Vec::new();
+    let verdict = under_fault(&cluster, seed, async {
+        for step in [step, -step] {
             let leader = cluster.wait_for_leader(SETTLE).await;
+            let stepped_at = Instant::now();
             cluster.set_clock_offset(leader, step);
             // The stepped leader stops firing at its next measurement and hands over.
-            wait_for_leader_other_than(&cluster, leader).await;
+            let handed_over = wait_for_leader_other_than(&cluster, leader);
+            let (_, led) = leadership_during(&cluster, leader, handed_over).await;
+            if let Some(last) = led.last() {
+                held_on.push((leader, step, last.duration_since(stepped_at)));
+            }
             wait_for_verdict(&cluster, leader, false).await;
             tokio::time::sleep(HOLD).await;
             cluster.set_clock_offset(leader, 0);
@@ -165,5 +238,25 @@ async fn a_leaders_clock_stepped_an_hour_either_way_releases_no_early_tick_and_l
         }
     })
     .await;
-    verdict.assert_held("the leader's clock stepped an hour ahead, then another's an hour back");
+    verdict.assert_held(&format!(
+        "the leader's clock stepped {step} s, then another's {} s",
+        -step
+    ));
+    for (leader, step, held) in held_on {
+        assert!(
+            held <= LEADS_AFTER_STEP_AT_MOST,
+            "node {leader} still led {held:?} after its clock was stepped {step} s (at most \
+             {LEADS_AFTER_STEP_AT_MOST:?})"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_clock_stepped_an_hour_either_way_releases_no_early_tick_and_loses_none() {
+    a_stepped_leader_hands_over(HOUR, 31).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_clock_stepped_five_seconds_either_way_hands_over_and_fires_nothing_early() {
+    a_stepped_leader_hands_over(5, 37).await;
 }

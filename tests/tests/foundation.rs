@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tickd_tests::api::{self, clock_id, cluster_view, list, register};
+use tickd_tests::timing::AGREED_LEADER_WITHIN;
 use tickd_tests::{NodeId, TestCluster};
 
-const ELECTION_LIMIT: Duration = Duration::from_secs(3);
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);
 
 /// The target and message of the line a node logs once it has shut down cleanly.
@@ -75,17 +75,15 @@ async fn writes_through_every_node_are_read_on_every_node() {
 #[tokio::test]
 async fn leader_kill_elects_a_new_leader_and_the_old_one_catches_up() {
     let cluster = TestCluster::start(3).await;
-    let old = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let old = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     let before = register_ok(&cluster, old, "before-kill").await;
 
     let killed_at = Instant::now();
     cluster.kill(old);
-    let new = cluster.wait_for_new_leader(old, ELECTION_LIMIT * 2).await;
-    let elected_in = killed_at.elapsed();
-    assert!(
-        elected_in <= ELECTION_LIMIT,
-        "new leader {new} took {elected_in:?}"
-    );
+    // The bound is derived from the election's configuration (tests/src/timing.rs); the
+    // wait fails the test past it.
+    let new = cluster.wait_for_new_leader(old, AGREED_LEADER_WITHIN).await;
+    println!("node {new} leads {:?} after the kill", killed_at.elapsed());
 
     let mut after = Vec::new();
     for node in cluster.running_ids() {
@@ -105,7 +103,7 @@ async fn leader_kill_elects_a_new_leader_and_the_old_one_catches_up() {
 #[tokio::test]
 async fn follower_kill_keeps_writes_flowing_and_it_rejoins() {
     let cluster = TestCluster::start(3).await;
-    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     let follower = cluster
         .node_ids()
         .into_iter()
@@ -170,7 +168,7 @@ async fn cluster_and_a_follower(snapshot_every: u64) -> (TestCluster, NodeId, No
         .snapshot_every(snapshot_every)
         .start()
         .await;
-    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     let follower = cluster
         .node_ids()
         .into_iter()
@@ -256,7 +254,7 @@ async fn a_follower_back_from_a_short_outage_catches_up_from_the_log() {
 #[tokio::test]
 async fn raft_requests_without_the_secret_or_with_garbage_change_nothing() {
     let cluster = TestCluster::start(3).await;
-    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     let term_before = cluster_view(&cluster, leader).await.term;
     let client = cluster.client();
     let target = cluster.raft_addr(leader);
@@ -306,7 +304,7 @@ async fn raft_requests_without_the_secret_or_with_garbage_change_nothing() {
 #[tokio::test]
 async fn sigterm_stops_a_node_cleanly_and_it_rejoins() {
     let cluster = TestCluster::start(3).await;
-    let leader = cluster.wait_for_leader(ELECTION_LIMIT).await;
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
     let written = register_ok(&cluster, leader, "before-sigterm").await;
     let status = cluster.terminate(leader).await;
     let log = cluster.log(leader);

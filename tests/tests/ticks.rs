@@ -10,6 +10,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use tickd_tests::api::{action, clock_id, get_clock, register};
 use tickd_tests::rabbit::{self, Consumers, Received, ResilientConsumer};
+use tickd_tests::timing::{AGREED_LEADER_WITHIN, FAILOVER};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
 /// One delivered tick as a client saw it.
@@ -440,20 +441,6 @@ const PUBLISH_PASS: Duration = Duration::from_millis(250);
 /// From a tick's publish to the test's consumer recording it. docs/BENCHMARKS.md measured a
 /// p99 lateness of 90 ms for 1 000 clocks on a quiet machine; five times that, rounded up.
 const DELIVERY: Duration = Duration::from_millis(500);
-
-/// From a leader's failure to its successor publishing. By configuration, a follower calls an
-/// election once the vote lease (600 ms) and its own election timeout (300–600 ms) have passed
-/// without a heartbeat, checked on openraft's tick every 150 ms: 1.35 s at most; a split vote
-/// costs one more timeout and tick (0.75 s); the vote, the first entry and the lease
-/// confirmation about 0.1 s: 2.2 s in all. docs/BENCHMARKS.md measured 0.97–1.31 s over 25
-/// kills. Twice the configured worst case, rounded up, for a loaded machine.
-const FAILOVER: Duration = Duration::from_secs(5);
-
-/// How long the harness may take to see a leader agreed on by the running nodes after a fault:
-/// a failover plus the harness's own polling, in which a node that does not answer costs its
-/// 3 s probe timeout (tests/src/cluster.rs), and 2 s of margin. docs/RELIABILITY.md recorded up
-/// to 4.4 s, polling included, on this machine.
-const AGREED_LEADER_WITHIN: Duration = Duration::from_secs(10);
 
 /// The longest a clock's consumer may hear nothing across a failover: the last tick before the
 /// fault may be one interval old, then the failover, then the successor's first delivery.
