@@ -121,11 +121,6 @@ impl ClusterView {
         }
     }
 
-    /// The term in which this node leads, if it does.
-    pub fn leading_term(&self) -> Option<u64> {
-        (self.role == Role::Leader).then_some(self.term)
-    }
-
     /// Whether this node belongs to the membership in force.
     pub fn is_member(&self) -> bool {
         self.members.contains_key(&self.id)
@@ -148,13 +143,9 @@ impl ClusterWatch {
         Self { metrics }
     }
 
-    /// The view now; [`Self::changed`] then waits for the next change after it.
-    pub fn view(&mut self) -> ClusterView {
-        ClusterView::of(&self.metrics.borrow_and_update())
-    }
-
-    /// The term in which this node leads, if it does, as [`Self::view`] would say but without
-    /// copying the membership: what a loop that runs on every applied entry asks.
+    /// The term in which this node leads, if it does, read without copying the membership
+    /// (a loop that runs on every applied entry asks it); [`Self::changed`] then waits for the
+    /// next change after this look.
     pub fn leading_term(&mut self) -> Option<u64> {
         let metrics = self.metrics.borrow_and_update();
         (metrics.state == ServerState::Leader).then_some(metrics.current_term)
