@@ -8,6 +8,8 @@ use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use tickd_raft::ClusterView;
+
 use crate::AppState;
 use crate::error::OwnBody;
 
@@ -18,7 +20,7 @@ pub struct Health {
 }
 
 /// UP or DOWN.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 enum HealthStatus {
     /// A member of a cluster with a known leader.
@@ -45,17 +47,92 @@ enum HealthStatus {
     ),
 )]
 pub async fn health(State(app): State<AppState>) -> Response {
-    let view = app.replica.cluster();
-    // A core that stopped (a halt, a storage error) still leaves its last leader in the view,
-    // and a node whose task died still leads until it exits.
-    let running = view.running && view.failure.is_none();
     // A leader that has committed nothing for a while serves nothing that writes.
     let committing = app.replica.progress().commit_stalled.is_none();
-    let (code, status) = if running && view.is_member() && committing && view.leader.is_some() {
-        (StatusCode::OK, HealthStatus::Up)
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, HealthStatus::Down)
+    let status = status_of(&app.replica.cluster(), committing);
+    let code = match status {
+        HealthStatus::Up => StatusCode::OK,
+        HealthStatus::Down => StatusCode::SERVICE_UNAVAILABLE,
     };
     // The DOWN answer keeps its own body: the JSON error shape would hide `"status":"DOWN"`.
     (code, Extension(OwnBody), Json(Health { status })).into_response()
+}
+
+/// What a node with this view of the cluster says of itself; `committing` is false on a
+/// leader that has committed nothing for a while although entries wait.
+fn status_of(view: &ClusterView, committing: bool) -> HealthStatus {
+    // A core that stopped (a halt, a storage error) still leaves its last leader in the view,
+    // and a node whose task died still leads until it exits.
+    let running = view.running && view.failure.is_none();
+    if running && view.is_member() && committing && view.leader.is_some() {
+        HealthStatus::Up
+    } else {
+        HealthStatus::Down
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use tickd_raft::{NodeAddr, Role};
+
+    use super::*;
+
+    /// Node 1 of a three-node cluster led by node 2, running.
+    fn healthy() -> ClusterView {
+        let members: BTreeMap<_, _> = (1..=3)
+            .map(|id| {
+                let addr = NodeAddr {
+                    api: format!("127.0.0.1:{id}"),
+                    raft: format!("127.0.0.1:1{id}"),
+                };
+                (id, addr)
+            })
+            .collect();
+        ClusterView {
+            id: 1,
+            role: Role::Follower,
+            term: 4,
+            leader: Some(2),
+            voters: members.keys().copied().collect::<BTreeSet<_>>(),
+            members,
+            membership_at: None,
+            last_applied: Some(9),
+            running: true,
+            failure: None,
+        }
+    }
+
+    #[test]
+    fn a_running_member_that_knows_its_leader_is_up() {
+        assert_eq!(status_of(&healthy(), true), HealthStatus::Up);
+    }
+
+    #[test]
+    fn a_node_whose_task_died_is_down_while_its_core_still_runs() {
+        let dying = ClusterView {
+            failure: Some("the `engine` task returned".to_owned()),
+            ..healthy()
+        };
+        assert!(dying.running, "the core runs on until the process exits");
+        assert_eq!(status_of(&dying, true), HealthStatus::Down);
+    }
+
+    #[test]
+    fn a_stopped_core_no_leader_no_membership_or_a_stalled_commit_is_down() {
+        let halted = ClusterView {
+            running: false,
+            ..healthy()
+        };
+        let leaderless = ClusterView {
+            leader: None,
+            ..healthy()
+        };
+        let stranger = ClusterView { id: 7, ..healthy() };
+        for view in [halted, leaderless, stranger] {
+            assert_eq!(status_of(&view, true), HealthStatus::Down, "{view:?}");
+        }
+        assert_eq!(status_of(&healthy(), false), HealthStatus::Down);
+    }
 }
