@@ -48,39 +48,57 @@ pub async fn run(
     // The term in which this node last said that its clock keeps it from firing.
     let mut held_in = None;
     loop {
-        if let Some(term) = cluster.leading_term() {
-            match now(replica.clock()) {
-                Ok(at) => {
-                    tracing::info!(term, "leading: firing ticks");
-                    let duties = Duties::new(&replica, broker.clone(), config.clone(), at);
-                    match duties.run(term, &mut stop).await {
-                        Exit::Stop => return,
-                        Exit::LostLeadership => {
-                            tracing::info!(term, "no longer leading: ticks stop here");
-                        }
-                        Exit::ClockRefused(verdict) => held(term, &verdict, &mut held_in),
+        match role(cluster.leading_term(), replica.clock()) {
+            Role::Fire { term, at } => {
+                tracing::info!(term, "leading: firing ticks");
+                let duties = Duties::new(&replica, broker.clone(), config.clone(), at);
+                match duties.run(term, &mut stop).await {
+                    Exit::Stop => return,
+                    Exit::LostLeadership => {
+                        tracing::info!(term, "no longer leading: ticks stop here");
                     }
-                    continue;
+                    Exit::ClockRefused(verdict) => held(term, &verdict, &mut held_in),
                 }
-                // The clock monitor is handing leadership over (or the clocks are not yet
-                // measured); look again after its next round.
-                Err(verdict) => {
-                    held(term, &verdict, &mut held_in);
-                    tokio::select! {
-                        _ = stop.changed() => return,
-                        _ = tokio::time::sleep(MEASURE_EVERY) => {}
-                    }
-                    continue;
+            }
+            // The clock monitor is handing leadership over (or the clocks are not yet
+            // measured); look again after its next round.
+            Role::Hold { term, verdict } => {
+                held(term, &verdict, &mut held_in);
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(MEASURE_EVERY) => {}
+                }
+            }
+            Role::Follow => {
+                let core_stopped = tokio::select! {
+                    _ = stop.changed() => return,
+                    changed = cluster.changed() => changed.is_err(),
+                };
+                if core_stopped {
+                    return tickd_raft::failure::idle_until_stop(&mut stop).await;
                 }
             }
         }
-        let core_stopped = tokio::select! {
-            _ = stop.changed() => return,
-            changed = cluster.changed() => changed.is_err(),
-        };
-        if core_stopped {
-            return tickd_raft::failure::idle_until_stop(&mut stop).await;
-        }
+    }
+}
+
+/// What this node's engine does now.
+#[derive(Debug)]
+enum Role {
+    /// It leads in `term` with a clock that may fire: the leader's duties, from `at`.
+    Fire { term: u64, at: Now },
+    /// It leads in `term`, but its clock may not fire ticks: no intent, no publish.
+    Hold { term: u64, verdict: Verdict },
+    /// It does not lead: nothing until that changes.
+    Follow,
+}
+
+/// The engine's role for a node that leads in `leading` (if at all) with `clock`.
+fn role(leading: Option<u64>, clock: &ClusterClock) -> Role {
+    match (leading, now(clock)) {
+        (None, _) => Role::Follow,
+        (Some(term), Ok(at)) => Role::Fire { term, at },
+        (Some(term), Err(verdict)) => Role::Hold { term, verdict },
     }
 }
 
@@ -397,5 +415,86 @@ impl<'a> Duties<'a> {
                 tracing::debug!(%error, "purge not committed");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use tickd_raft::cluster_clock::{PeerOffset, Round};
+
+    use super::*;
+
+    /// `max_clock_offset_ms`.
+    const BOUND: Duration = Duration::from_millis(250);
+    /// This node's wall clock during the round below: far from the real one, so that a reading
+    /// of the real clock cannot pass for the majority's time.
+    const WALL_MS: u64 = 1_000_000_000_000;
+
+    /// A clock after one round in which both peers of a three-voter cluster read `offset_ms`
+    /// ahead of this node, each measured to within 1 ms.
+    fn measured(offset_ms: i64) -> ClusterClock {
+        let clock = ClusterClock::new(BOUND);
+        let reading = PeerOffset {
+            offset_ms,
+            uncertainty_ms: 1,
+        };
+        let at = Instant::now();
+        let round = Round {
+            offsets: BTreeMap::from([(2, reading), (3, reading)]),
+            unclocked: 0,
+            voters: 3,
+            began: (WALL_MS, at),
+            ended: (WALL_MS, at),
+        };
+        assert!(clock.record(round), "the round is taken");
+        clock
+    }
+
+    #[test]
+    fn a_node_that_does_not_lead_fires_nothing_whatever_its_clock() {
+        for clock in [ClusterClock::new(BOUND), measured(0), measured(5_000)] {
+            assert!(matches!(role(None, &clock), Role::Follow), "{clock:?}");
+        }
+    }
+
+    #[test]
+    fn a_leader_within_the_bound_fires_by_the_majoritys_time() {
+        let Role::Fire { term, at } = role(Some(4), &measured(100)) else {
+            panic!("a leader 100 ms behind both peers (bound 250 ms) fires");
+        };
+        assert_eq!(term, 4);
+        // The majority's reading (100 ms ahead) less its uncertainty, plus the time since.
+        let earliest = WALL_MS + 99;
+        assert!(
+            (earliest..earliest + 1_000).contains(&at.wall_ms),
+            "fires at {} instead of the majority's time {earliest}",
+            at.wall_ms
+        );
+    }
+
+    #[test]
+    fn a_leader_unmeasured_or_beyond_the_bound_holds_its_ticks() {
+        let Role::Hold { term, verdict } = role(Some(4), &ClusterClock::new(BOUND)) else {
+            panic!("a leader whose clock was never measured fires nothing");
+        };
+        assert_eq!((term, verdict), (4, Verdict::Unmeasured));
+        for offset_ms in [5_000, -5_000, 252] {
+            let Role::Hold { verdict, .. } = role(Some(4), &measured(offset_ms)) else {
+                panic!("a leader {offset_ms} ms off both peers (bound 250 ms) fires nothing");
+            };
+            assert!(
+                matches!(
+                    verdict,
+                    Verdict::Beyond {
+                        agreeing: 1,
+                        voters: 3,
+                        ..
+                    }
+                ),
+                "{offset_ms} ms: {verdict:?}"
+            );
+        }
     }
 }
