@@ -8,13 +8,19 @@
 //! CLI's source is tried with every method; whatever a node serves there must be in the
 //! document. (Inside the API crate, a unit test refuses any route registered without its
 //! description.)
+//!
+//! The document also lists what the access token opens: every described operation is sent the
+//! access token, in each of its three forms, and only the operator's answer 403.
 
 use std::path::Path;
 
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
-use tickd_tests::api::{OPENAPI_PATH, anonymous, collect, operator, send};
-use tickd_tests::{TestCluster, tools};
+use serde_json::{Value, json};
+use tickd_tests::api::{
+    BACKUP_PATH, CLUSTER_PATH, OPENAPI_PATH, anonymous, authed, collect, list, operator, register,
+    send,
+};
+use tickd_tests::{TestCluster, ports, tools, unique_name};
 
 /// The methods probed on every path.
 const METHODS: [Method; 5] = [
@@ -178,6 +184,114 @@ async fn every_described_operation_is_served_and_every_served_route_is_described
             );
         }
     }
+}
+
+/// The operations that need the operator token (SPEC §4): metrics (by default), backup,
+/// restore and the two membership changes.
+const OPERATOR_OPERATIONS: [(Method, &str); 5] = [
+    (Method::GET, "/metrics"),
+    (Method::GET, "/api/v1/backup"),
+    (Method::POST, "/api/v1/restore"),
+    (Method::POST, "/api/v1/cluster/nodes"),
+    (Method::DELETE, "/api/v1/cluster/nodes/{id}"),
+];
+
+/// Every way a client may present the access token (SPEC §4), on `path` of node 1.
+fn with_access_token(
+    cluster: &TestCluster,
+    method: &Method,
+    path: &str,
+) -> [reqwest::RequestBuilder; 3] {
+    let separator = if path.contains('?') { '&' } else { '?' };
+    let in_query = format!("{path}{separator}access_token={}", cluster.token());
+    [
+        anonymous(cluster, method.clone(), 1, path).bearer_auth(cluster.token()),
+        anonymous(cluster, method.clone(), 1, path).header(
+            reqwest::header::AUTHORIZATION,
+            format!("token {}", cluster.token()),
+        ),
+        anonymous(cluster, method.clone(), 1, &in_query),
+    ]
+}
+
+/// The access token, which every client holds, opens every route but the operator's. Each
+/// operator route is sent a request that would change the cluster if it were let through (a
+/// restore of the cluster's own backup, a new node, the removal of the only one); each is
+/// refused with 403 and the cluster is as it was. Every other operation that needs a token
+/// takes the access token, so the list above is the whole of the operator's.
+#[tokio::test]
+async fn the_access_token_opens_every_route_but_the_operators() {
+    let cluster = TestCluster::start(1).await;
+    let (status, _, body) = register(&cluster, 1, &unique_name("kept"), "every.1.hours").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _, before) = send(operator(&cluster, Method::GET, 1, BACKUP_PATH)).await;
+    assert_eq!(status, StatusCode::OK, "{before}");
+    let document = served_document(&cluster).await;
+    let described = operations(&document);
+    for (method, template) in &OPERATOR_OPERATIONS {
+        assert!(
+            described.iter().any(|(m, t)| m == method && t == template),
+            "{method} {template} is not described"
+        );
+    }
+    let [api, raft] = ports::allocate(2)[..] else {
+        unreachable!("two ports were asked for")
+    };
+    let new_node = json!({
+        "id": 2,
+        "api": format!("127.0.0.1:{api}"),
+        "raft": format!("127.0.0.1:{raft}"),
+    });
+
+    for (method, template) in &described {
+        let path = match template.as_str() {
+            "/api/v1/cluster/nodes/{id}" => template.replace("{id}", "1"),
+            _ => concrete(template),
+        };
+        let body = match template.as_str() {
+            "/api/v1/restore" => before.clone(),
+            "/api/v1/cluster/nodes" => new_node.clone(),
+            _ => Value::Null,
+        };
+        let for_operator = OPERATOR_OPERATIONS
+            .iter()
+            .any(|(m, t)| m == method && t == template);
+        for request in with_access_token(&cluster, method, &path) {
+            let request = if body.is_null() {
+                request
+            } else {
+                request.json(&body)
+            };
+            let (status, answer) = reply(request).await;
+            if for_operator {
+                assert_eq!(
+                    status,
+                    StatusCode::FORBIDDEN,
+                    "{method} {path} with the access token: {answer}"
+                );
+            } else {
+                assert!(
+                    status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+                    "{method} {path} refused the access token ({status}): {answer}"
+                );
+            }
+        }
+    }
+
+    let (status, _, clocks) = list(&cluster, 1, "").await;
+    assert_eq!(status, StatusCode::OK, "{clocks}");
+    assert_eq!(
+        clocks.as_array().map(Vec::len),
+        Some(1),
+        "the refused requests changed no clock: {clocks}"
+    );
+    let (status, _, view) = send(authed(&cluster, Method::GET, 1, CLUSTER_PATH)).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(
+        view["nodes"].as_array().map(Vec::len),
+        Some(1),
+        "the refused requests changed no membership: {view}"
+    );
 }
 
 /// The API paths named in the README, ARCHITECTURE.md and the admin CLI's source, made
