@@ -716,6 +716,15 @@ impl TestCluster {
     ///
     /// When the cluster was built without [`TestClusterBuilder::skewable_clocks`].
     pub fn set_clock_offset(&self, node: NodeId, seconds: i64) {
+        self.set_clock_offset_ms(node, seconds.saturating_mul(1_000));
+    }
+
+    /// [`Self::set_clock_offset`] to the millisecond.
+    ///
+    /// # Panics
+    ///
+    /// As [`Self::set_clock_offset`].
+    pub fn set_clock_offset_ms(&self, node: NodeId, offset_ms: i64) {
         self.clocks
             .get(&node)
             .unwrap_or_else(|| {
@@ -723,7 +732,7 @@ impl TestCluster {
                     "node {node} has no clock of its own: build the cluster with skewable_clocks()"
                 )
             })
-            .set(seconds);
+            .set_ms(offset_ms);
     }
 
     /// Whether every node runs on a wall clock of its own.

@@ -56,7 +56,22 @@ impl SkewedClock {
     ///
     /// When the file cannot be written.
     pub fn set(&self, offset_seconds: i64) {
-        std::fs::write(&self.file, format!("{offset_seconds:+}\n"))
+        self.set_ms(offset_seconds.saturating_mul(1_000));
+    }
+
+    /// Steps the clock to `offset_ms` milliseconds from the machine's (libfaketime takes a
+    /// fraction of a second, `+0.200`); the process sees it within a second.
+    ///
+    /// # Panics
+    ///
+    /// When the file cannot be written.
+    pub fn set_ms(&self, offset_ms: i64) {
+        let sign = if offset_ms < 0 { '-' } else { '+' };
+        let (seconds, millis) = (
+            offset_ms.unsigned_abs() / 1_000,
+            offset_ms.unsigned_abs() % 1_000,
+        );
+        std::fs::write(&self.file, format!("{sign}{seconds}.{millis:03}\n"))
             .unwrap_or_else(|error| panic!("write {}: {error}", self.file.display()));
     }
 }

@@ -260,3 +260,61 @@ async fn a_leaders_clock_stepped_an_hour_either_way_releases_no_early_tick_and_l
 async fn a_leaders_clock_stepped_five_seconds_either_way_hands_over_and_fires_nothing_early() {
     a_stepped_leader_hands_over(5, 37).await;
 }
+
+/// How far ahead the leader's clock is set in the within-the-bound test: inside the default
+/// `max_clock_offset_ms` (250 ms), and far more than a RabbitMQ delivery takes on loopback.
+const WITHIN_BOUND_AHEAD_MS: i64 = 200;
+/// How long the leader runs ahead: several measurements, several dozen ticks.
+const WITHIN_BOUND_HOLD: Duration = Duration::from_secs(8);
+
+/// A leader 200 ms ahead is within the bound (250 ms): it keeps leading and firing, by the
+/// majority's time rather than its own, so no tick reaches a consumer before its instant by
+/// the test's clock. Firing by its own clock it would hand every tick over about 200 ms early,
+/// which the checkers see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_200_ms_ahead_keeps_firing_and_fires_nothing_early() {
+    let broker = rabbit::broker().await;
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .rabbit_uri(Some(broker))
+        .skewable_clocks()
+        .start()
+        .await;
+    for node in cluster.node_ids() {
+        wait_for_verdict(&cluster, node, true).await;
+    }
+    let mut observed = None;
+    let verdict = under_fault(&cluster, 47, async {
+        let leader = cluster.wait_for_leader(SETTLE).await;
+        cluster.set_clock_offset_ms(leader, WITHIN_BOUND_AHEAD_MS);
+        let published_before = published_by(&cluster, leader).await;
+        let ((), led) =
+            leadership_during(&cluster, leader, tokio::time::sleep(WITHIN_BOUND_HOLD)).await;
+        let peer = cluster.node_ids().into_iter().find(|id| *id != leader);
+        let peer = peer.expect("a node on the machine's clock");
+        let measured = member(&cluster_view(&cluster, peer).await, leader)["clock_offset_ms"]
+            .as_i64()
+            .expect("the peer measured the leader");
+        let still_leads = leads(&cluster, leader).await;
+        let published = published_by(&cluster, leader).await - published_before;
+        cluster.set_clock_offset_ms(leader, 0);
+        observed = Some((leader, measured, led.len(), still_leads, published));
+    })
+    .await;
+    verdict.assert_held("the leader's clock 200 ms ahead, within the bound");
+    let (leader, measured, polls_led, still_leads, published) = observed.expect("the fault ran");
+    assert!(
+        (WITHIN_BOUND_AHEAD_MS - 100..=WITHIN_BOUND_AHEAD_MS + 100).contains(&measured),
+        "a peer measured leader {leader} {measured} ms off, not about {WITHIN_BOUND_AHEAD_MS}: \
+         the skew the test is about was not applied"
+    );
+    assert_eq!(
+        still_leads,
+        Some(true),
+        "leader {leader}, within the bound, handed over"
+    );
+    assert!(
+        polls_led > 0 && published > 0.0,
+        "leader {leader} led in {polls_led} polls and published {published} ticks while ahead"
+    );
+}
