@@ -3,7 +3,7 @@
 //!
 //! | command | reply |
 //! |---|---|
-//! | `lose-power` | `ok files=F bytes=B entries=E skipped=S`: what was dropped |
+//! | `lose-power [GLOB]` | `ok files=F bytes=B entries=E skipped=S matching=M`: what was dropped; M of the B bytes from files whose path matches GLOB (0 without one) |
 //! | `stats` | `ok files=… unsynced_bytes=… held_bytes=… pending_entries=… writes=… fsyncs=… fsyncdirs=… written_back=… journal_overflowed=… power_losses=… lost_bytes=…` |
 //! | `freeze-on OP GLOB` | `ok`: the next OP (`write`, `truncate`, `fsync`, `fsyncdir`, `create`, `rename`, `unlink`) on a path matching GLOB blocks, unanswered, until `lose-power` |
 //! | `freeze-off` | `ok`: disarms a freeze point that has not been hit |
@@ -41,13 +41,15 @@ pub enum After {
 pub fn answer(disk: &Disk, line: &str) -> (String, After) {
     let words: Vec<&str> = line.split_whitespace().collect();
     let reply = match words.as_slice() {
-        ["lose-power"] => match disk.lose_power() {
-            Ok(loss) => format!(
-                "ok files={} bytes={} entries={} skipped={}",
-                loss.files, loss.bytes, loss.entries, loss.skipped
-            ),
-            Err(error) => format!("err lose-power: {error}"),
-        },
+        ["lose-power", tally @ ..] if tally.len() <= 1 => {
+            match disk.lose_power(tally.first().copied()) {
+                Ok(loss) => format!(
+                    "ok files={} bytes={} entries={} skipped={} matching={}",
+                    loss.files, loss.bytes, loss.entries, loss.skipped, loss.matching_bytes
+                ),
+                Err(error) => format!("err lose-power: {error}"),
+            }
+        }
         ["stats"] => {
             let state = disk.lock();
             let undo = state.undo.stats();

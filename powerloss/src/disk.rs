@@ -122,6 +122,10 @@ pub struct Loss {
     pub entries: u64,
     /// Rollbacks that found nothing to act on (see the namespace journal's docs).
     pub skipped: u64,
+    /// Of [`Self::bytes`], those dropped from files whose path matches the glob the power loss
+    /// was asked to tally (none without one): what a caller cares about, apart from logs and
+    /// temporary files that no one syncs.
+    pub matching_bytes: u64,
 }
 
 /// Counters since the mount, for `stats`.
@@ -431,13 +435,20 @@ impl Disk {
     /// fsync, and a frozen operation is released (failing). The kernel never caches data for
     /// this filesystem (direct I/O, zero attribute and entry timeouts), so the next reader sees
     /// the rolled-back tree.
-    pub fn lose_power(&self) -> io::Result<Loss> {
+    ///
+    /// `tally`, a glob, picks the files whose dropped bytes [`Loss::matching_bytes`] counts.
+    pub fn lose_power(&self, tally: Option<&str>) -> io::Result<Loss> {
         let mut state = self.lock();
         let mut loss = Loss::default();
         let mut first_error = None;
         for file in state.undo.take_all() {
             loss.files = loss.files.saturating_add(1);
             loss.bytes = loss.bytes.saturating_add(file.unsynced());
+            let matches =
+                tally.is_some_and(|glob| glob_matches(glob, &file.path.to_string_lossy()));
+            if matches {
+                loss.matching_bytes = loss.matching_bytes.saturating_add(file.unsynced());
+            }
             let opened = File::options()
                 .read(true)
                 .write(true)

@@ -84,7 +84,12 @@ impl Mounted {
     }
 
     fn lose_power(&self) -> String {
-        let reply = self.command("lose-power");
+        self.lose_power_tallying("")
+    }
+
+    /// A power loss that also counts the bytes dropped from files matching `glob`.
+    fn lose_power_tallying(&self, glob: &str) -> String {
+        let reply = self.command(&format!("lose-power {glob}"));
         assert!(reply.starts_with("ok "), "lose-power answered {reply:?}");
         reply
     }
@@ -149,6 +154,19 @@ fn a_power_loss_keeps_exactly_what_was_fsynced() {
     assert_eq!(stat(&loss, "bytes"), 15, "{loss}");
     assert_eq!(fs::read(&path).expect("read"), b"synced line\n");
     assert_eq!(stat(&fs.command("stats"), "written_back"), 0);
+}
+
+#[test]
+fn a_power_loss_tallies_the_bytes_of_the_files_asked_about() {
+    let fs = Mounted::start();
+    fs::create_dir(fs.path("raft")).expect("mkdir");
+    fs::write(fs.path("raft/000012.log"), b"0123456789").expect("write");
+    fs::write(fs.path("raft/LOG"), b"0123").expect("write");
+    fs::write(fs.path("other.log"), b"01").expect("write");
+    let loss = fs.lose_power_tallying("raft/*.log");
+    assert_eq!(stat(&loss, "bytes"), 16, "{loss}");
+    assert_eq!(stat(&loss, "matching"), 10, "only raft/000012.log: {loss}");
+    assert_eq!(stat(&fs.lose_power(), "matching"), 0, "nothing asked about");
 }
 
 #[test]

@@ -98,7 +98,9 @@ fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>, fsyncs: &AtomicU64) {
         let mut batch = vec![first];
         batch.extend(waiting.try_iter());
         let started = Instant::now();
-        let synced = db.flush_wal(true).map_err(|error| error.to_string());
+        let synced = db
+            .flush_wal(fsync_wanted())
+            .map_err(|error| error.to_string());
         telemetry::record_fsync(started.elapsed());
         fsyncs.fetch_add(1, Ordering::Relaxed);
         if let Err(error) = &synced {
@@ -108,6 +110,15 @@ fn run(db: &DB, waiting: &mpsc::Receiver<Waiter>, fsyncs: &AtomicU64) {
             complete(waiter, &synced);
         }
     }
+}
+
+/// Whether the WAL is fsynced, as it always is; test builds only (the `fail` crate's
+/// `failpoints` feature) may say `raft-wal-fsync=return`, which writes the WAL out without
+/// fsyncing it: the negative control of the power-loss tests (tests/tests/power_loss.rs),
+/// which must then see acknowledged writes lost.
+fn fsync_wanted() -> bool {
+    fail::fail_point!("raft-wal-fsync", |_| false);
+    true
 }
 
 fn complete(waiter: Waiter, synced: &Result<(), String>) {

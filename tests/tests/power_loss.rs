@@ -16,13 +16,16 @@
 //! Writes run while the power is lost, so that some are in flight; only those acknowledged are
 //! required to survive, and a write that failed may or may not have happened.
 //!
-//! The short profile (the default) loses power once in each of five ways. The long profile, run
-//! by hand, loses power `TICKD_POWER_LOSS_RUNS` times in ways drawn from `TICKD_POWER_LOSS_SEED`
-//! (printed, so a failing run can be replayed):
+//! The short profile (the default) loses power nine times: once in each of six ways, and
+//! every node's three times more; a loss held in the leader's log fsync must have dropped bytes. Its
+//! draws come from a fixed seed (7) unless `TICKD_POWER_LOSS_SEED` says otherwise. A negative
+//! control runs beside it: the same cluster with its Raft log never fsynced (a fail point) must
+//! lose acknowledged writes, or the checks have gone blind. The long profile, run by hand, loses
+//! power `TICKD_POWER_LOSS_RUNS` times in ways drawn from `TICKD_POWER_LOSS_SEED` (printed, so a
+//! failing run can be replayed):
 //!
 //! ```text
-//! cargo build --bin tickd --bin tickd-powerloss
-//! TICKD_POWER_LOSS_RUNS=100 cargo test --workspace --test power_loss -- --nocapture
+//! scripts/power-loss 100 [SEED]
 //! ```
 //!
 //! `TICKD_POWER_LOSS_KINDS=All,Purge` narrows the long profile to those kinds. After a run that
@@ -39,7 +42,7 @@ use serde_json::Value;
 use tickd_tests::api::{self, CLOCKS_PATH};
 use tickd_tests::chaos::rng::Rng;
 use tickd_tests::cluster::{POLL_INTERVAL, READY_TIMEOUT};
-use tickd_tests::power::PowerCluster;
+use tickd_tests::power::{Loss, PowerCluster};
 use tickd_tests::wait::poll_until;
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
@@ -92,6 +95,11 @@ enum Fault {
     LeaderInWalFsync,
     /// Every node at once, at a random moment while writes run.
     All,
+    /// Every node at once, while the leader is held in the fsync of its log: the entries it
+    /// was syncing are lost on it, whatever its followers hold. A loss of every node at a
+    /// random moment usually finds the logs synced (a few hundred bytes of them dropped, where
+    /// this drops every entry of the held fsync).
+    AllInLeaderWalFsync,
     /// A random node in the middle of writing a snapshot.
     Snapshot,
     /// A random node during the log purge that follows a snapshot: its first Raft-log write
@@ -99,15 +107,35 @@ enum Fault {
     Purge,
 }
 
-/// In the short profile's order: all nodes first, the loss that no quorum survives unless
-/// each node's log was on disk.
-const FAULTS: [Fault; 5] = [
+/// Every kind, for the long profile to draw from.
+const FAULTS: [Fault; 6] = [
     Fault::All,
+    Fault::AllInLeaderWalFsync,
     Fault::Follower,
     Fault::LeaderInWalFsync,
     Fault::Snapshot,
     Fault::Purge,
 ];
+
+/// The short profile, in order: every kind, and the losses no quorum survives unless each
+/// node's log was on disk (all nodes) four times at random moments and once held in the
+/// leader's log fsync. A random moment can find every log synced; a held fsync cannot (see
+/// [`assert_bites`]).
+const SHORT_PROFILE: [Fault; 9] = [
+    Fault::All,
+    Fault::AllInLeaderWalFsync,
+    Fault::Follower,
+    Fault::All,
+    Fault::LeaderInWalFsync,
+    Fault::All,
+    Fault::Snapshot,
+    Fault::All,
+    Fault::Purge,
+];
+
+/// The seed when `TICKD_POWER_LOSS_SEED` is unset: a fixed one, so that two runs of the suite
+/// draw the same moments and victims (the nodes' own timing still varies).
+const DEFAULT_SEED: u64 = 7;
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -293,7 +321,7 @@ async fn frozen(
 }
 
 /// Loses power as `fault` says, with writers running; restarts the nodes. Returns what the
-/// fault hit, for the report.
+/// fault hit, for the report, and what the power loss dropped.
 async fn inject(
     power: &Arc<PowerCluster>,
     fixture: &Arc<Fixture>,
@@ -301,7 +329,7 @@ async fn inject(
     fault: Fault,
     round: usize,
     rng: &mut Rng,
-) -> String {
+) -> (String, Loss) {
     let writers = Writers::start(power, fixture, ledger, round, rng);
     let nodes = power.node_ids();
     let (victims, held) = match fault {
@@ -321,6 +349,11 @@ async fn inject(
             let leader = leader(power).await;
             let held = frozen(power, leader, "fsync", "raft/*.log", WAL_WAIT).await;
             (vec![leader], Some(held))
+        }
+        Fault::AllInLeaderWalFsync => {
+            let leader = leader(power).await;
+            let held = frozen(power, leader, "fsync", "raft/*.log", WAL_WAIT).await;
+            (nodes.clone(), Some(format!("{held} on leader {leader}")))
         }
         Fault::Snapshot => {
             let node = *rng.pick(&nodes);
@@ -353,14 +386,24 @@ async fn inject(
         power.restart(node);
     }
     writers.stop().await;
-    format!(
-        "{fault:?} on {victims:?}{}: dropped {} unsynced bytes in {} files, {} directory entries",
+    let report = format!(
+        "{fault:?} on {victims:?}{}: {loss}",
         held.map(|held| format!(" (held: {held})"))
             .unwrap_or_default(),
-        loss.bytes,
-        loss.files,
-        loss.entries
-    )
+    );
+    (report, loss)
+}
+
+/// A power loss while the leader waits in the fsync of its log has log entries to drop by
+/// construction: one that dropped none tested nothing (the filesystem, its freeze point or its
+/// lag no longer work, or the log moved).
+fn assert_bites(fault: Fault, loss: Loss, report: &str) {
+    if matches!(fault, Fault::LeaderInWalFsync | Fault::AllInLeaderWalFsync) {
+        assert!(
+            loss.log_bytes > 0,
+            "a power loss in the leader's log fsync dropped nothing of the Raft log: {report}"
+        );
+    }
 }
 
 /// The ids `node` lists, once it answers (a restarted node answers once it has a leader and
@@ -548,11 +591,16 @@ fn scheduled_violations(ledger: &Ledger, registered_ms: u64) -> Vec<String> {
     violations
 }
 
-/// A fresh cluster on power-loss filesystems, with the manual and the scheduled clock.
-async fn start() -> (Arc<PowerCluster>, Arc<Fixture>, Arc<Mutex<Ledger>>) {
+/// A fresh cluster on power-loss filesystems, with the manual and the scheduled clock; its
+/// nodes are told `failpoints` if given.
+async fn start(failpoints: Option<&str>) -> (Arc<PowerCluster>, Arc<Fixture>, Arc<Mutex<Ledger>>) {
     let builder = TestCluster::builder()
         .snapshot_every(SNAPSHOT_EVERY)
         .clock_ttl_ms(CLOCK_TTL_MS);
+    let builder = match failpoints {
+        Some(failpoints) => builder.env("FAILPOINTS", failpoints),
+        None => builder,
+    };
     let power = Arc::new(PowerCluster::start(builder, 3).await);
     let manual = register(&power, &unique_name("power-manual"), "@never").await;
     let scheduled_registered_ms = unix_ms();
@@ -578,7 +626,7 @@ fn env_u64(name: &str) -> Option<u64> {
 async fn power_loss_loses_no_acknowledged_write() {
     let started = Instant::now();
     let runs = env_u64("TICKD_POWER_LOSS_RUNS");
-    let seed = env_u64("TICKD_POWER_LOSS_SEED").unwrap_or_else(unix_ms);
+    let seed = env_u64("TICKD_POWER_LOSS_SEED").unwrap_or(DEFAULT_SEED);
     println!("power loss: seed {seed} (replay with TICKD_POWER_LOSS_SEED={seed})");
     let mut rng = Rng::new(seed);
     // TICKD_POWER_LOSS_KINDS=All,Purge narrows the long profile to those kinds.
@@ -595,11 +643,11 @@ async fn power_loss_loses_no_acknowledged_write() {
         Err(_) => FAULTS.to_vec(),
     };
     let faults: Vec<Fault> = match runs {
-        None => FAULTS.to_vec(),
+        None => SHORT_PROFILE.to_vec(),
         Some(runs) => (0..runs).map(|_| *rng.pick(&kinds)).collect(),
     };
 
-    let (mut power, mut fixture, mut ledger) = start().await;
+    let (mut power, mut fixture, mut ledger) = start(None).await;
     let mut clusters = 1u64;
     // Acknowledged registrations and manual ticks of the clusters already replaced.
     let mut acknowledged = (0u64, 0u64);
@@ -610,8 +658,9 @@ async fn power_loss_loses_no_acknowledged_write() {
     // kind of power loss loses what.
     let mut failed: Vec<String> = Vec::new();
     for (round, &fault) in faults.iter().enumerate() {
-        let report = inject(&power, &fixture, &ledger, fault, round, &mut rng).await;
+        let (report, loss) = inject(&power, &fixture, &ledger, fault, round, &mut rng).await;
         println!("round {round}: {report}");
+        assert_bites(fault, loss, &report);
         let (violations, counts) = check(&power, &fixture, &ledger, &mut rng).await;
         *by_kind.entry(fault).or_default() += 1;
         checked.registrations += counts.registrations;
@@ -655,7 +704,7 @@ async fn power_loss_loses_no_acknowledged_write() {
             Ok(power) => drop(power),
             Err(_) => panic!("the writers still hold the cluster"),
         }
-        (power, fixture, ledger) = start().await;
+        (power, fixture, ledger) = start(None).await;
         clusters += 1;
     }
     if !failed.is_empty() {
@@ -720,5 +769,39 @@ async fn power_loss_loses_no_acknowledged_write() {
         checked.manual_ticks,
         ledger.scheduled_popped.len(),
         started.elapsed()
+    );
+}
+
+/// How many power losses of every node the negative control may need before one drops an
+/// acknowledged write of a log that is never fsynced: only the writes since the last snapshot
+/// (fsynced) are at risk, and a loss a moment after a snapshot may find none.
+const CONTROL_ROUNDS: usize = 5;
+
+/// The negative control: with the Raft log written but never fsynced (the `raft-wal-fsync`
+/// fail point of `storage/src/wal_sync.rs`, which the suite's debug binary reads from
+/// `FAILPOINTS`), a power loss of every node must cost acknowledged writes, and the checks
+/// above must say so. If it does not, the power-loss filesystem or the checks have stopped
+/// seeing what they exist to see, and the test above passes for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raft_log_that_is_never_fsynced_loses_acknowledged_writes_to_a_power_loss() {
+    let seed = env_u64("TICKD_POWER_LOSS_SEED").unwrap_or(DEFAULT_SEED);
+    let mut rng = Rng::new(seed);
+    let (power, fixture, ledger) = start(Some("raft-wal-fsync=return")).await;
+    let mut rounds = Vec::new();
+    for round in 0..CONTROL_ROUNDS {
+        let (report, _) = inject(&power, &fixture, &ledger, Fault::All, round, &mut rng).await;
+        println!("round {round}: {report}");
+        let (violations, _) = check(&power, &fixture, &ledger, &mut rng).await;
+        if !violations.is_empty() {
+            println!("caught, as it must be:\n{}", violations.join("\n"));
+            return;
+        }
+        rounds.push(report);
+    }
+    panic!(
+        "{CONTROL_ROUNDS} power losses of every node with a Raft log that is never fsynced lost \
+         nothing acknowledged (seed {seed}); is the binary built with fail points (`cargo test \
+         --workspace`), and does the power-loss filesystem still drop unsynced writes?\n{}",
+        rounds.join("\n")
     );
 }

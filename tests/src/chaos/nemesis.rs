@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::chaos::history::{Fault, LeaderRecovery};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
-use crate::power::{Loss, PowerCluster};
+use crate::power::PowerCluster;
 use crate::rabbit::{GatedBroker, ResilientConsumer};
 use crate::{NodeId, TestCluster};
 
@@ -100,13 +100,6 @@ fn millis(duration: Duration) -> u64 {
 }
 
 /// What a power loss dropped, for a fault's description.
-fn describe_loss(loss: Loss) -> String {
-    format!(
-        "dropped {} unsynced bytes in {} files, {} directory entries",
-        loss.bytes, loss.files, loss.entries
-    )
-}
-
 /// The nodes with a live process (running or stopped): those whose power can be cut.
 pub fn live_nodes(cluster: &TestCluster) -> Vec<NodeId> {
     cluster
@@ -186,7 +179,7 @@ async fn inject(
                     .map(|(_, took)| took);
                 (
                     kind,
-                    format!("power loss of every node ({})", describe_loss(loss)),
+                    format!("power loss of every node ({loss})"),
                     recovery(elected),
                 )
             }
@@ -197,7 +190,7 @@ async fn inject(
                 cluster.restart(leader);
                 (
                     kind,
-                    format!("power loss of leader {leader} ({})", describe_loss(loss)),
+                    format!("power loss of leader {leader} ({loss})"),
                     recovery(elected),
                 )
             }
@@ -208,7 +201,7 @@ async fn inject(
                 cluster.restart(victim);
                 (
                     kind,
-                    format!("power loss of follower {victim} ({})", describe_loss(loss)),
+                    format!("power loss of follower {victim} ({loss})"),
                     LeaderRecovery::Kept,
                 )
             }
