@@ -2,7 +2,9 @@
 //! chaos workload: registry clients writing through every node and watched clocks ticking
 //! every second, judged by the chaos checkers over the whole history (no acknowledged write
 //! lost, the registry linearizable, no tick lost and every tick's id unchanged, leader and
-//! ticks back after the last step).
+//! ticks back after the last step), and held to the README's "keeps serving and firing
+//! throughout": bounded silences between acknowledged writes, from the first step to the
+//! last, and between ticks (see [`WRITE_GAP_BOUND`] and [`TICK_GAP_BOUND`]).
 //!
 //! The procedure is the README's: each node in turn is stopped with SIGTERM, started from the
 //! new binary on the same data directory, and given time to catch up, followers first and the
@@ -19,16 +21,20 @@
 //! release cannot decode (README, "Upgrading").
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{self, BACKUP_PATH};
-use tickd_tests::chaos::scripted::under_fault;
+use tickd_tests::chaos::scripted::{Verdict, under_fault};
+use tickd_tests::chaos::time::now_ms;
+use tickd_tests::chaos::workload::CLIENT_TIMEOUT;
 use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::cluster::tickd_binary;
 use tickd_tests::rabbit::BROKER_URI;
 use tickd_tests::releases::{Release, V0_1_0, V0_2_0};
+use tickd_tests::timing::FAILOVER;
 use tickd_tests::{NodeId, TestCluster};
 
 /// What this build calls itself.
@@ -52,15 +58,93 @@ async fn previous_release(release: Release) -> PathBuf {
 /// A calendar schedule, which only level 3 may hold.
 const CALENDAR: &str = "TZ=Europe/Berlin 0 30 9 * * MON-FRI";
 
+/// The longest the cluster may go without acknowledging a write during the upgrade. Writes
+/// stop only while there is no leader, which the leader's own step causes once: at most a
+/// [`FAILOVER`]. A client whose request was in flight to a node as it stopped, or to the
+/// leader as it went, has its answer (or its timeout) within [`CLIENT_TIMEOUT`], and the
+/// workload's four clients spread over every node, so one of them answers by then.
+const WRITE_GAP_BOUND: Duration = FAILOVER.saturating_add(CLIENT_TIMEOUT);
+
+/// The longest a watched clock (`every.1.seconds`) may go without a delivery during the
+/// upgrade: ticks stop only while there is no leader (a [`FAILOVER`]), and the new leader
+/// publishes every tick that fell due meanwhile at once, so its consumer waits at most one
+/// more interval and one more pass of its own (a poll or a RabbitMQ reconnect to another node,
+/// a second each).
+const TICK_GAP_BOUND: Duration = FAILOVER.saturating_add(Duration::from_secs(2));
+
+/// One step of the upgrade: which node was replaced by which build, from when to when
+/// (milliseconds since the epoch).
+#[derive(Debug)]
+struct Step {
+    node: NodeId,
+    binary: PathBuf,
+    began_ms: u64,
+    ended_ms: u64,
+}
+
 /// Stops `node` with SIGTERM, starts it again from `binary` on the same data, and waits until
-/// it serves and has caught up with the leader.
-async fn replace(cluster: &TestCluster, node: NodeId, binary: &Path) {
+/// it serves and has caught up with the leader; records the step.
+async fn replace(cluster: &TestCluster, node: NodeId, binary: &Path, steps: &Mutex<Vec<Step>>) {
+    let began_ms = now_ms();
     let exit = cluster.terminate(node).await;
     assert!(exit.success(), "node {node} exited with {exit} on SIGTERM");
     cluster.set_binary(node, binary);
     cluster.restart(node);
     cluster.wait_ready(STEP_TIMEOUT).await;
     cluster.wait_caught_up(node, STEP_TIMEOUT).await;
+    steps
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Step {
+            node,
+            binary: binary.to_path_buf(),
+            began_ms,
+            ended_ms: now_ms(),
+        });
+}
+
+/// Writes were acknowledged throughout, never more than [`WRITE_GAP_BOUND`] apart from the
+/// first step's start to the last one's end, and no watched clock went longer than
+/// [`TICK_GAP_BOUND`] without a tick: the README's "keeps serving and firing throughout".
+///
+/// A step may see no write acknowledged at all: the leader's is over in well under a second
+/// once its successor serves, and an election is about that long. The bound on the gap is what
+/// holds for every step, short or long.
+fn assert_continuity(verdict: &Verdict, steps: &[Step], scenario: &str) {
+    let (Some(first), Some(last)) = (steps.first(), steps.last()) else {
+        panic!("{scenario}: no step was recorded");
+    };
+    for step in steps {
+        let acknowledged = verdict
+            .writes_acknowledged_ms
+            .iter()
+            .filter(|at| (step.began_ms..=step.ended_ms).contains(at))
+            .count();
+        println!(
+            "{scenario}: node {} to {} in {} ms, {acknowledged} writes acknowledged meanwhile",
+            step.node,
+            step.binary.display(),
+            step.ended_ms - step.began_ms
+        );
+    }
+    let write_gap = verdict.longest_write_gap_ms(first.began_ms, last.ended_ms);
+    let tick_gap = verdict.ticks.longest_gap_ms;
+    println!(
+        "{scenario}: {} steps in {} ms, {} writes acknowledged in all, longest without one \
+         {write_gap} ms, longest without a tick {tick_gap} ms",
+        steps.len(),
+        last.ended_ms - first.began_ms,
+        verdict.writes_acknowledged_ms.len()
+    );
+    assert!(
+        u128::from(write_gap) <= WRITE_GAP_BOUND.as_millis(),
+        "{scenario}: {write_gap} ms without an acknowledged write (at most {WRITE_GAP_BOUND:?})"
+    );
+    assert!(
+        u128::from(tick_gap) <= TICK_GAP_BOUND.as_millis(),
+        "{scenario}: a watched clock went {tick_gap} ms without a tick (at most \
+         {TICK_GAP_BOUND:?})"
+    );
 }
 
 /// The version every member has in `node`'s view (a member that reports none is listed as
@@ -115,10 +199,11 @@ async fn upgrade_under_workload(release: Release, rabbit_uri: Option<String>, se
         }
     };
 
+    let steps = Mutex::new(Vec::new());
     let verdict = under_fault(&cluster, seed, async {
         // A rolling downgrade while the level is 1: one node up to the new build and back.
         let probe = cluster.a_follower(STEP_TIMEOUT).await;
-        replace(&cluster, probe, &new).await;
+        replace(&cluster, probe, &new, &steps).await;
         let mixed = api::cluster_json(&cluster, probe).await;
         assert_eq!(
             mixed["cluster_level"], old_level,
@@ -134,7 +219,7 @@ async fn upgrade_under_workload(release: Release, rabbit_uri: Option<String>, se
             assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
             assert!(body.to_string().contains("level 3"), "{body}");
         }
-        replace(&cluster, probe, &old).await;
+        replace(&cluster, probe, &old, &steps).await;
 
         // The rolling upgrade: the followers first, the leader last.
         let leader = cluster.wait_for_leader(STEP_TIMEOUT).await;
@@ -145,14 +230,17 @@ async fn upgrade_under_workload(release: Release, rabbit_uri: Option<String>, se
             .collect();
         order.push(leader);
         for node in order {
-            replace(&cluster, node, &new).await;
+            replace(&cluster, node, &new, &steps).await;
         }
         cluster
             .wait_for_cluster_level(THIS_LEVEL, LEVEL_TIMEOUT)
             .await;
     })
     .await;
-    verdict.assert_held(&format!("a rolling upgrade from {}", release.name));
+    let scenario = format!("a rolling upgrade from {}", release.name);
+    verdict.assert_held(&scenario);
+    let steps = steps.into_inner().unwrap_or_else(PoisonError::into_inner);
+    assert_continuity(&verdict, &steps, &scenario);
 
     for node in cluster.node_ids() {
         let seen = api::cluster_json(&cluster, node).await;

@@ -41,20 +41,54 @@ const RUN_UP: Duration = Duration::from_secs(2);
 const IN_FLIGHT_MS: u64 = 2_000;
 
 /// What the workload saw around one scripted fault, and what the checkers found.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Verdict {
     /// Client operations recorded.
     pub operations: usize,
     /// Registrations acknowledged while the fault was in force (sent after it began, answered
     /// before it was healed): writes the durability check holds the cluster to.
     pub registered_during_fault: usize,
+    /// When each acknowledged write (a registration's 201, a pause's or a resume's 200) was
+    /// answered, in milliseconds since the epoch, in order: how available writes were.
+    pub writes_acknowledged_ms: Vec<u64>,
     /// Tick figures of the watched clocks.
     pub ticks: ticks::TickReport,
     /// Every broken guarantee.
     pub violations: Vec<Violation>,
 }
 
+/// Every field but the acknowledged writes' times, which are counted: a failing test prints
+/// the verdict, and hundreds of timestamps would bury the rest.
+impl std::fmt::Debug for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verdict")
+            .field("operations", &self.operations)
+            .field("registered_during_fault", &self.registered_during_fault)
+            .field("writes_acknowledged", &self.writes_acknowledged_ms.len())
+            .field("ticks", &self.ticks)
+            .field("violations", &self.violations)
+            .finish()
+    }
+}
+
 impl Verdict {
+    /// The longest time in `(from_ms, to_ms)` without an acknowledged write, counting from
+    /// `from_ms` to the first one and from the last one to `to_ms`.
+    pub fn longest_write_gap_ms(&self, from_ms: u64, to_ms: u64) -> u64 {
+        let inside = self
+            .writes_acknowledged_ms
+            .iter()
+            .copied()
+            .filter(|at| (from_ms..=to_ms).contains(at));
+        let mut previous = from_ms;
+        let mut longest = 0;
+        for at in inside.chain([to_ms]) {
+            longest = longest.max(at.saturating_sub(previous));
+            previous = at;
+        }
+        longest
+    }
+
     /// Panics unless the checkers found nothing and the run did enough to judge: operations,
     /// expected and delivered ticks.
     pub fn assert_held(&self, scenario: &str) {
@@ -198,9 +232,22 @@ pub async fn under_fault(
                 && event.end_ms <= heal_ms
         })
         .count();
+    let mut writes_acknowledged_ms: Vec<u64> = events
+        .iter()
+        .filter(|event| {
+            matches!(
+                (&event.op, &event.result),
+                (Op::Register { .. }, OpResult::Registered { .. })
+                    | (Op::Pause { .. } | Op::Resume { .. }, OpResult::Status(_))
+            )
+        })
+        .map(|event| event.end_ms)
+        .collect();
+    writes_acknowledged_ms.sort_unstable();
     Verdict {
         operations: events.len(),
         registered_during_fault,
+        writes_acknowledged_ms,
         ticks: tick_report,
         violations,
     }
@@ -208,4 +255,33 @@ pub async fn under_fault(
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acknowledged_at(writes_acknowledged_ms: Vec<u64>) -> Verdict {
+        Verdict {
+            operations: writes_acknowledged_ms.len(),
+            registered_during_fault: 0,
+            writes_acknowledged_ms,
+            ticks: ticks::TickReport::default(),
+            violations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_longest_write_gap_counts_the_stretches_at_both_ends() {
+        let verdict = acknowledged_at(vec![5, 12, 15, 40, 90]);
+        assert_eq!(verdict.longest_write_gap_ms(10, 50), 25, "15 to 40");
+        assert_eq!(verdict.longest_write_gap_ms(10, 80), 40, "40 to the end");
+        assert_eq!(verdict.longest_write_gap_ms(0, 20), 7, "5 to 12");
+        assert_eq!(
+            verdict.longest_write_gap_ms(50, 85),
+            35,
+            "the start to the end"
+        );
+        assert_eq!(verdict.longest_write_gap_ms(20, 30), 10, "nothing inside");
+    }
 }

@@ -23,7 +23,7 @@ const LISTED: usize = 10;
 /// `expected - delivered - lost - unobserved` is the number of instants that were not
 /// delivered but are not counted as lost because they fell due in the last `catch_up_ms` of
 /// the window and the cluster delivered nothing for the clock after them (see [`check`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TickReport {
     /// Scheduled instants of the watched clocks inside the window, outside their pauses.
     pub expected: u64,
