@@ -14,7 +14,7 @@
 //!   it), at most [`MAX_PUBLISH_BATCH`] at once and at most [`MAX_IN_FLIGHT`] awaiting the
 //!   broker, so a broker that confirms slower than ticks fall due holds the leader's memory
 //!   still instead of growing it. A failed publish pauses publishing for
-//!   [`RECONNECT_PAUSE`]; a tick the broker did not confirm is published again, with its id.
+//!   [`PUBLISH_RETRY_PAUSE`]; a tick the broker did not confirm is published again, with its id.
 //! * **Confirm** what the broker stored, or returned because the queue is gone, in one
 //!   command per [`CONFIRM_EVERY`](crate::duties::CONFIRM_EVERY).
 //! * **Redelivery**: ticks that were already due when this leader took over may have been
@@ -25,12 +25,12 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use tickd_domain::{Channel, Clock, ClockId, ClockStatus, Intent, Registry, Tick, TickId};
+use tickd_domain::{Channel, ClockId, ClockStatus, Intent, Registry, Tick, TickId};
 use tokio::time::Instant;
 
 use crate::EngineConfig;
 use crate::lease::Lease;
-use crate::rabbit::RECONNECT_PAUSE;
+use crate::publisher::{self, Destination, PublishOutcome};
 
 /// How far ahead of the clock intents are committed: several commit latencies, so that the
 /// publish at an instant never waits for consensus.
@@ -47,6 +47,10 @@ pub const MAX_PUBLISH_BATCH: usize = 2_000;
 /// than ticks fall due was reported to grow a leader to 1.8 GB without it. Beyond it, publishing waits
 /// for confirmations; the ticks wait in the replicated outbox, where they are bounded anyway.
 pub const MAX_IN_FLIGHT: usize = 20_000;
+/// How long publishing pauses after a publisher refused a whole publish (its destination
+/// unreachable): an outage costs a failed attempt now and then, never a busy loop. RabbitMQ's
+/// client reconnects at most this often too ([`crate::rabbit::RECONNECT_PAUSE`]).
+pub const PUBLISH_RETRY_PAUSE: Duration = Duration::from_millis(500);
 /// The longest the loop sleeps when nothing is due: ticks filed meanwhile are found this late
 /// at worst (an applied entry wakes the loop sooner).
 pub const IDLE_WAKE: Duration = Duration::from_millis(250);
@@ -77,32 +81,27 @@ impl Now {
     }
 }
 
-/// What the broker said about one published tick.
+/// What a publisher said about one tick this leader published.
 #[derive(Debug)]
-pub enum Settled {
-    /// Stored in the clock's queue.
-    Delivered {
-        /// The leader's clock when it handed the tick to the broker: the tick's delivery, in
-        /// its clock's statistics.
-        published_ms: u64,
-        /// How long after the publish the broker confirmed it.
-        after: Duration,
-    },
-    /// Returned: the clock's queue no longer exists.
-    Unroutable(ClockId),
-    /// Refused (a nack) or the confirmation was lost.
-    Failed(String),
+pub struct Settled {
+    /// The tick's clock.
+    pub clock: ClockId,
+    /// The leader's clock when it handed the tick over: the tick's delivery, in its clock's
+    /// statistics.
+    pub published_ms: u64,
+    /// What became of it.
+    pub outcome: PublishOutcome,
 }
 
-/// One tick to hand to the broker.
+/// One tick to hand to a publisher.
 #[derive(Debug)]
 pub struct Outgoing {
     /// Its outbox key.
     pub key: OutboxKey,
     /// The tick.
     pub tick: Tick,
-    /// The clock's queue.
-    pub queue: String,
+    /// Where it goes.
+    pub destination: Destination,
     /// Whether a previous leader may have published it already.
     pub redelivery: bool,
 }
@@ -223,22 +222,22 @@ impl Decisions {
             .filter(|(key, _)| !self.in_flight.contains(*key))
             .take(MAX_PUBLISH_BATCH.min(room));
         for (key, tick) in due {
-            match registry.get(&tick.clock).and_then(Clock::rabbit_queue) {
-                Some(queue) => outgoing.push(Outgoing {
+            match registry.get(&tick.clock).and_then(publisher::destination) {
+                Some(destination) => outgoing.push(Outgoing {
                     key: key.clone(),
                     tick: tick.clone(),
-                    queue,
+                    destination,
                     redelivery: self.inherited.contains(key),
                 }),
-                // Only RabbitMQ clocks file ticks in the outbox, and removing a clock removes
-                // its ticks; should one outlive its clock anyway, nobody can receive it.
-                _ => self.confirmed.push((key.clone(), None)),
+                // Only clocks with a publisher file ticks in the outbox, and removing a clock
+                // removes its ticks; should one outlive its clock anyway, nobody can receive it.
+                None => self.confirmed.push((key.clone(), None)),
             }
         }
         outgoing
     }
 
-    /// The broker accepted `outgoing`: each tick is in flight until it is settled, and a
+    /// The publisher took `outgoing`: each tick is in flight until it is settled, and a
     /// re-delivery is counted once.
     pub fn accepted(&mut self, outgoing: &[Outgoing]) {
         for tick in outgoing {
@@ -247,26 +246,26 @@ impl Decisions {
         }
     }
 
-    /// The broker refused a whole publish at `now`: the ticks stay in the outbox, and the next
-    /// attempt waits for [`RECONNECT_PAUSE`].
+    /// The publisher refused a whole publish at `now`: the ticks stay in the outbox, and the
+    /// next attempt waits for [`PUBLISH_RETRY_PAUSE`].
     pub fn publish_failed(&mut self, now: Now) {
-        self.publish_paused_until = Some(now.instant + RECONNECT_PAUSE);
+        self.publish_paused_until = Some(now.instant + PUBLISH_RETRY_PAUSE);
     }
 
-    /// Records what the broker said about one tick; true if it must be published again.
+    /// Records what the publisher said about one tick; true if it must be published again.
     pub fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
-        match settled {
-            Settled::Delivered { published_ms, .. } => {
-                self.confirmed.push((key, Some(published_ms)));
+        match settled.outcome {
+            PublishOutcome::Delivered { .. } => {
+                self.confirmed.push((key, Some(settled.published_ms)));
                 false
             }
-            Settled::Unroutable(clock) => {
+            PublishOutcome::Unroutable => {
                 // Nobody can receive it: the tick is done, and the clock is abandoned.
                 self.confirmed.push((key, None));
-                self.abandoned.insert(clock);
+                self.abandoned.insert(settled.clock);
                 false
             }
-            Settled::Failed(_) => {
+            PublishOutcome::Failed(_) => {
                 self.in_flight.remove(&key);
                 true
             }
@@ -304,7 +303,7 @@ fn duration_ms(duration: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use tickd_domain::{Command, Outcome, QueueId, Schedule};
+    use tickd_domain::{Command, Outcome as Applied, QueueId, Schedule};
 
     use super::*;
     use crate::lease::LEASE;
@@ -338,7 +337,7 @@ mod tests {
             now_ms: now.wall_ms,
         };
         match registry.apply(command) {
-            Outcome::Registered {
+            Applied::Registered {
                 clock,
                 created: true,
             } => clock.id,
@@ -372,6 +371,15 @@ mod tests {
         let mut decisions = Decisions::new(config(), true, registry, now);
         decisions.lease_confirmed(now.instant);
         decisions
+    }
+
+    /// What a publisher said of `tick`, published at `at`.
+    fn settled(tick: &Outgoing, at: Now, outcome: PublishOutcome) -> Settled {
+        Settled {
+            clock: tick.tick.clock.clone(),
+            published_ms: at.wall_ms,
+            outcome,
+        }
     }
 
     fn keys(outgoing: &[Outgoing]) -> Vec<OutboxKey> {
@@ -439,9 +447,10 @@ mod tests {
         // One tick settled and removed from the outbox makes room for one more.
         let first = registry.ledger().outbox.keys().next().cloned();
         let first = first.unwrap_or_else(|| panic!("an outbox tick"));
-        let delivered = Settled::Delivered {
+        let delivered = Settled {
+            clock: registry.ledger().outbox[&first].clock.clone(),
             published_ms: later.wall_ms,
-            after: MS,
+            outcome: PublishOutcome::Delivered { after: MS },
         };
         assert!(!decisions.settle(first.clone(), delivered));
         let confirmed = decisions.confirms(&registry).unwrap_or_default();
@@ -518,7 +527,12 @@ mod tests {
         let outgoing = decisions.due(instant, &registry);
         assert_eq!(outgoing.len(), 1);
         assert_eq!(outgoing[0].tick.due_at_ms, instant.wall_ms);
-        assert_eq!(outgoing[0].queue, "ticktok-orders;every.1.seconds");
+        assert_eq!(
+            outgoing[0].destination,
+            Destination::Rabbit {
+                queue: "ticktok-orders;every.1.seconds".to_owned()
+            }
+        );
         assert!(
             !outgoing[0].redelivery,
             "the tick was filed ahead of its instant"
@@ -552,7 +566,8 @@ mod tests {
     fn a_tick_the_broker_did_not_confirm_is_published_again() {
         let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
         let key = outgoing[0].key.clone();
-        assert!(decisions.settle(key.clone(), Settled::Failed("nack".into())));
+        let failed = settled(&outgoing[0], instant, PublishOutcome::Failed("nack".into()));
+        assert!(decisions.settle(key.clone(), failed));
         assert_eq!(keys(&decisions.due(instant, &registry)), vec![key]);
         assert_eq!(
             decisions.confirms(&registry),
@@ -573,12 +588,12 @@ mod tests {
         decisions.publish_failed(instant);
         assert_eq!(
             decisions.next_publish_at(instant, &registry),
-            instant.instant + RECONNECT_PAUSE
+            instant.instant + PUBLISH_RETRY_PAUSE
         );
-        let before = instant.after(RECONNECT_PAUSE - MS);
+        let before = instant.after(PUBLISH_RETRY_PAUSE - MS);
         decisions.lease_confirmed(before.instant);
         assert!(decisions.due(before, &registry).is_empty());
-        let after = instant.after(RECONNECT_PAUSE);
+        let after = instant.after(PUBLISH_RETRY_PAUSE);
         assert_eq!(keys(&decisions.due(after, &registry)), refused);
     }
 
@@ -595,15 +610,12 @@ mod tests {
         decisions.accepted(&outgoing);
         assert_eq!(outgoing.len(), 2);
         for tick in &outgoing {
-            let settled = if tick.tick.clock == gone {
-                Settled::Unroutable(gone.clone())
+            let outcome = if tick.tick.clock == gone {
+                PublishOutcome::Unroutable
             } else {
-                Settled::Delivered {
-                    published_ms: instant.wall_ms,
-                    after: MS,
-                }
+                PublishOutcome::Delivered { after: MS }
             };
-            assert!(!decisions.settle(tick.key.clone(), settled));
+            assert!(!decisions.settle(tick.key.clone(), settled(tick, instant, outcome)));
         }
         let published = |key: &OutboxKey| {
             let delivered = outgoing
@@ -668,7 +680,12 @@ mod tests {
 
         decisions.accepted(&outgoing);
         let first = outgoing[0].key.clone();
-        decisions.settle(first, Settled::Failed("connection lost".into()));
+        let lost = settled(
+            &outgoing[0],
+            later,
+            PublishOutcome::Failed("connection lost".into()),
+        );
+        decisions.settle(first, lost);
         let again = decisions.due(later, &registry);
         assert_eq!(again.len(), 1);
         assert!(!again[0].redelivery, "a re-delivery is counted once");

@@ -16,6 +16,7 @@
 //! at each tick's instant by its own clock; a confirmation reports what the broker did; a
 //! purge removes clocks whose queues the broker let expire, and spares paused ones.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
@@ -29,7 +30,7 @@ use tokio::time::{Instant, interval, sleep_until};
 use tracing::{Instrument, Span, field};
 
 use crate::decisions::{Decisions, LEASE_RENEW_EVERY, Now, OutboxKey, Outgoing, Settled};
-use crate::rabbit::Broker;
+use crate::publisher::{PublishOutcome, Publisher};
 use crate::{EngineConfig, telemetry};
 
 /// How often an intent is proposed.
@@ -37,10 +38,11 @@ pub const INTENT_EVERY: Duration = Duration::from_millis(200);
 /// How often confirmed ticks are removed from the outbox, in one command.
 pub const CONFIRM_EVERY: Duration = Duration::from_millis(100);
 
-/// Runs the leader duties whenever this node leads, until `stop` turns true.
+/// Runs the leader duties whenever this node leads, until `stop` turns true. Without a
+/// `publisher` the outbox is never published (no clock can file ticks in it then).
 pub async fn run(
     replica: Replica,
-    broker: Option<Broker>,
+    publisher: Option<Arc<dyn Publisher>>,
     config: EngineConfig,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -51,7 +53,7 @@ pub async fn run(
         match role(cluster.leading_term(), replica.clock()) {
             Role::Fire { term, at } => {
                 tracing::info!(term, "leading: firing ticks");
-                let duties = Duties::new(&replica, broker.clone(), config.clone(), at);
+                let duties = Duties::new(&replica, publisher.clone(), config.clone(), at);
                 match duties.run(term, &mut stop).await {
                     Exit::Stop => return,
                     Exit::LostLeadership => {
@@ -136,7 +138,7 @@ fn held(term: u64, verdict: &Verdict, held_in: &mut Option<u64>) {
 struct Duties<'a> {
     replica: &'a Replica,
     clock: ClusterClock,
-    broker: Option<Broker>,
+    publisher: Option<Arc<dyn Publisher>>,
     decisions: Decisions,
     /// How often abandoned clocks are looked for.
     purge_every: Duration,
@@ -148,18 +150,23 @@ type Confirming =
     FuturesUnordered<std::pin::Pin<Box<dyn Future<Output = (OutboxKey, Settled)> + Send>>>;
 
 impl<'a> Duties<'a> {
-    fn new(replica: &'a Replica, broker: Option<Broker>, config: EngineConfig, at: Now) -> Self {
+    fn new(
+        replica: &'a Replica,
+        publisher: Option<Arc<dyn Publisher>>,
+        config: EngineConfig,
+        at: Now,
+    ) -> Self {
         let purge_every = config.purge_every();
         let decisions = Decisions::new(
             config,
-            broker.is_some(),
+            publisher.is_some(),
             &replica.state().read().registry,
             at,
         );
         Self {
             replica,
             clock: replica.clock().clone(),
-            broker,
+            publisher,
             decisions,
             purge_every,
             intent_in_flight: None,
@@ -250,10 +257,10 @@ impl<'a> Duties<'a> {
     }
 
     fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
-        match &settled {
-            Settled::Delivered { after, .. } => telemetry::record_delivered(*after),
-            Settled::Unroutable(_) => telemetry::record_unroutable(),
-            Settled::Failed(reason) => {
+        match &settled.outcome {
+            PublishOutcome::Delivered { after } => telemetry::record_delivered(*after),
+            PublishOutcome::Unroutable => telemetry::record_unroutable(),
+            PublishOutcome::Failed(reason) => {
                 telemetry::record_publish_failure();
                 tracing::warn!(tick = %key.1, %reason, "a tick was not confirmed; it will be published again");
             }
@@ -298,10 +305,10 @@ impl<'a> Duties<'a> {
         ));
     }
 
-    /// Publishes what the decisions say is due, and follows each tick until the broker
+    /// Publishes what the decisions say is due, and follows each tick until the publisher
     /// settles it.
     async fn publish_due(&mut self, confirming: &mut Confirming) {
-        let Some(broker) = self.broker.clone() else {
+        let Some(publisher) = self.publisher.clone() else {
             return;
         };
         let Ok(at) = now(&self.clock) else {
@@ -311,16 +318,11 @@ impl<'a> Duties<'a> {
         if outgoing.is_empty() {
             return;
         }
-        let burst: Vec<(&str, &tickd_domain::Tick)> = outgoing
-            .iter()
-            .map(|tick| (tick.queue.as_str(), &tick.tick))
-            .collect();
-        let published_at = Instant::now();
-        let confirmations = match broker.publish(&burst).await {
-            Ok(confirmations) => confirmations,
-            Err(error) => {
+        let settlements = match publisher.publish(&outgoing).await {
+            Ok(settlements) => settlements,
+            Err(refused) => {
                 telemetry::record_publish_failure();
-                tracing::warn!(%error, "RabbitMQ publish failed; the ticks stay in the outbox");
+                tracing::warn!(%refused, "the publish failed; the ticks stay in the outbox");
                 if let Ok(at) = now(&self.clock) {
                     self.decisions.publish_failed(at);
                 }
@@ -335,15 +337,15 @@ impl<'a> Duties<'a> {
                 redelivery,
                 ..
             },
-            confirmation,
-        ) in outgoing.into_iter().zip(confirmations)
+            settlement,
+        ) in outgoing.into_iter().zip(settlements)
         {
             if redelivery {
                 telemetry::record_redelivered();
             }
             let lateness_ms = at.wall_ms.saturating_sub(tick.due_at_ms);
             telemetry::record_published(Duration::from_millis(lateness_ms));
-            // One span per tick, open until the broker settles it: a tick's line in the log
+            // One span per tick, open until the publisher settles it: a tick's line in the log
             // carries its id, its clock and how late it went out.
             let span = tracing::debug_span!(
                 "tick",
@@ -357,16 +359,12 @@ impl<'a> Duties<'a> {
             let published_ms = at.wall_ms;
             confirming.push(Box::pin(
                 async move {
-                    let settled = match confirmation.await {
-                        Ok(lapin::Confirmation::Ack(None)) => Settled::Delivered {
-                            published_ms,
-                            after: published_at.elapsed(),
-                        },
-                        Ok(lapin::Confirmation::Ack(Some(_))) => Settled::Unroutable(clock),
-                        Ok(other) => Settled::Failed(format!("{other:?}")),
-                        Err(error) => Settled::Failed(error.to_string()),
+                    let settled = Settled {
+                        clock,
+                        published_ms,
+                        outcome: settlement.await,
                     };
-                    tracing::debug!(?settled, "the broker settled the tick");
+                    tracing::debug!(?settled, "the tick was settled");
                     (key, settled)
                 }
                 .instrument(span),

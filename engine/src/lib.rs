@@ -11,7 +11,9 @@
 //! publishes them again with the same ids: no tick is lost, and a repeat is recognizable.
 //!
 //! Publishing needs the leader's [`lease`](lease::Lease), renewed through a quorum, so a
-//! deposed, partitioned or stopped leader publishes nothing new.
+//! deposed, partitioned or stopped leader publishes nothing new. What carries a tick to its
+//! consumers is a [`Publisher`] (see [`publisher`]): the loop and its decisions speak of
+//! destinations and outcomes, never of a broker.
 //!
 //! Http ticks need no publisher: the intent files them in the clock's replicated queue and a
 //! poll pops them (see `tickd-api`).
@@ -20,13 +22,13 @@
 //!
 //! [`decisions`] holds every rule above (lease, publish, confirm, re-delivery, purge) as a
 //! plain struct stepped with the time and the applied registry; [`duties`] is the loop that
-//! owns the timers, the proposals, the broker and the metrics, and asks it what to do. The
+//! owns the timers, the proposals, the publisher and the metrics, and asks it what to do. The
 //! rules are unit-tested without a broker or a cluster; the loop is tested end to end.
 //!
 //! # Neighbours
 //!
 //! Below: `tickd-raft` (the `Replica` to propose and read through) and `tickd-domain` (the
-//! ledger). lapin is known only to [`rabbit`]. The `tickd` binary starts [`run`] on every
+//! ledger). lapin is known only to [`rabbit`], RabbitMQ's [`Publisher`]. The `tickd` binary starts [`run`] on every
 //! node; it acts only while the node leads.
 //!
 //! # What operators see
@@ -40,12 +42,14 @@
 pub mod decisions;
 pub mod duties;
 pub mod lease;
+pub mod publisher;
 pub mod rabbit;
 pub mod telemetry;
 
 use std::time::Duration;
 
 pub use duties::run;
+pub use publisher::Publisher;
 pub use rabbit::{Broker, BrokerEndpoint, BrokerError};
 
 /// Settings of the tick engine (`cluster.toml`).

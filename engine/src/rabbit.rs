@@ -22,14 +22,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, PublisherConfirm};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, PublisherConfirm,
+};
 use tickd_domain::Tick;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::decisions::Outgoing;
+use crate::publisher::{Destination, PublishOutcome, Publisher, Refused, Settlement};
 use crate::telemetry;
 
 /// The least time between two connection attempts.
@@ -175,10 +180,7 @@ impl Broker {
     /// Publishes are `mandatory`: if a queue no longer exists (it expired because nobody
     /// consumed it), the broker returns the message with its confirmation, which tells the
     /// leader that the clock is abandoned without a query that would itself renew the queue.
-    pub async fn publish(
-        &self,
-        ticks: &[(&str, &Tick)],
-    ) -> Result<Vec<PublisherConfirm>, BrokerError> {
+    async fn send(&self, ticks: &[(&str, &Tick)]) -> Result<Vec<PublisherConfirm>, BrokerError> {
         let messages: Vec<(ShortString, Vec<u8>, BasicProperties)> = ticks
             .iter()
             .map(|(queue, tick)| {
@@ -340,6 +342,48 @@ fn payload(tick: &Tick) -> Vec<u8> {
 }
 
 /// A failure inside [`Broker::with_session`].
+/// RabbitMQ as the engine's publisher of [`Destination::Rabbit`] ticks: the burst goes out as
+/// [`Broker::send`] sends it, and each broker confirmation becomes the tick's [`PublishOutcome`].
+impl Publisher for Broker {
+    fn publish<'a>(
+        &'a self,
+        ticks: &'a [Outgoing],
+    ) -> BoxFuture<'a, Result<Vec<Settlement>, Refused>> {
+        Box::pin(async move {
+            let messages: Vec<(&str, &Tick)> = ticks
+                .iter()
+                .map(|outgoing| {
+                    let Destination::Rabbit { queue } = &outgoing.destination;
+                    (queue.as_str(), &outgoing.tick)
+                })
+                .collect();
+            let sent_at = Instant::now();
+            let confirmations = self
+                .send(&messages)
+                .await
+                .map_err(|error| Refused(error.to_string()))?;
+            Ok(confirmations
+                .into_iter()
+                .map(|confirmation| Box::pin(settle(confirmation, sent_at)) as Settlement)
+                .collect())
+        })
+    }
+}
+
+/// What the broker's confirmation of one tick, sent at `sent_at`, says became of it.
+async fn settle(confirmation: PublisherConfirm, sent_at: Instant) -> PublishOutcome {
+    match confirmation.await {
+        // Stored in the queue.
+        Ok(Confirmation::Ack(None)) => PublishOutcome::Delivered {
+            after: sent_at.elapsed(),
+        },
+        // Returned with its acknowledgement: a mandatory publish to a queue that is gone.
+        Ok(Confirmation::Ack(Some(_))) => PublishOutcome::Unroutable,
+        Ok(other) => PublishOutcome::Failed(format!("{other:?}")),
+        Err(error) => PublishOutcome::Failed(error.to_string()),
+    }
+}
+
 enum SessionError {
     Broker(BrokerError),
     Lapin(String),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tickd_api::{AccessToken, ApiConfig, CheckSpace, PollTracker, QueueDeclarer};
-use tickd_engine::Broker;
+use tickd_engine::{Broker, Publisher};
 use tickd_raft::cluster_clock::ClusterClock;
 use tickd_raft::network::{PeerNetwork, PeerSecurity, PeerTransport};
 use tickd_raft::peer_auth::PeerAuth;
@@ -245,6 +245,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let declarer = broker
         .clone()
         .map(|broker| Arc::new(RabbitQueues(broker)) as Arc<dyn QueueDeclarer>);
+    let publisher = broker.map(|broker| Arc::new(broker) as Arc<dyn Publisher>);
     let api = ApiConfig {
         token: AccessToken::new(token),
         operator_token,
@@ -305,7 +306,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     );
     supervisor.spawn(
         "engine",
-        tickd_engine::run(replica.clone(), broker, config.engine.clone(), stopped),
+        tickd_engine::run(replica.clone(), publisher, config.engine.clone(), stopped),
     );
     supervisor.spawn("Raft listener", raft_server);
     supervisor.spawn("API listener", api_server);
