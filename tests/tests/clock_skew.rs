@@ -205,10 +205,9 @@ async fn a_node_five_seconds_behind_never_fires_and_no_tick_is_early_or_lost() {
     a_skewed_node_never_fires(-5).await;
 }
 
-/// The leader's clock stepped `step` seconds ahead, then the next leader's as far back: each
-/// hands over within a measurement and a failover (asked every 100 ms whether it still
-/// leads), and the checkers see no tick early, by the test's clock, and none lost.
-async fn a_stepped_leader_hands_over(step: i64, seed: u64) {
+/// Three RabbitMQ nodes whose clocks can be stepped, each reporting its clock within the
+/// bound.
+async fn agreeing_cluster() -> TestCluster {
     let broker = rabbit::broker().await;
     let cluster = TestCluster::builder()
         .nodes(3)
@@ -219,6 +218,14 @@ async fn a_stepped_leader_hands_over(step: i64, seed: u64) {
     for node in cluster.node_ids() {
         wait_for_verdict(&cluster, node, true).await;
     }
+    cluster
+}
+
+/// The leader's clock stepped `step` seconds ahead, then the next leader's as far back: each
+/// hands over within a measurement and a failover (asked every 100 ms whether it still
+/// leads), and the checkers see no tick early, by the test's clock, and none lost.
+async fn a_stepped_leader_hands_over(step: i64, seed: u64) {
+    let cluster = agreeing_cluster().await;
     let mut held_on = Vec::new();
     let verdict = under_fault(&cluster, seed, async {
         for step in [step, -step] {
@@ -273,16 +280,7 @@ const WITHIN_BOUND_HOLD: Duration = Duration::from_secs(8);
 /// which the checkers see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_200_ms_ahead_keeps_firing_and_fires_nothing_early() {
-    let broker = rabbit::broker().await;
-    let cluster = TestCluster::builder()
-        .nodes(3)
-        .rabbit_uri(Some(broker))
-        .skewable_clocks()
-        .start()
-        .await;
-    for node in cluster.node_ids() {
-        wait_for_verdict(&cluster, node, true).await;
-    }
+    let cluster = agreeing_cluster().await;
     let mut observed = None;
     let verdict = under_fault(&cluster, 47, async {
         let leader = cluster.wait_for_leader(SETTLE).await;
