@@ -443,6 +443,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_measurement_beyond_an_i64_of_milliseconds_saturates_on_its_own_side() {
+        let ahead = PeerOffset::measure(0, Duration::ZERO, u64::MAX);
+        assert_eq!(ahead.offset_ms, i64::MAX);
+        let behind = PeerOffset::measure(u64::MAX, Duration::ZERO, 0);
+        assert_eq!(behind.offset_ms, i64::MIN);
+    }
+
+    #[test]
+    fn an_even_count_of_readings_takes_the_lower_median() {
+        // This node (0) and three peers: 0, 100, 200, 300; the lower of the middle two.
+        let four = offsets(&[(2, 100), (3, 200), (4, 300)]);
+        let conclusion = conclude(&four, 0, 4, 250);
+        assert_eq!(conclusion.correction, Some(offset(100, 1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_is_dropped_only_when_the_wall_clock_strayed_beyond_the_tolerance() {
+        let clock = ClusterClock::new(Duration::from_millis(250));
+        let start = Instant::now();
+        let level = || offsets(&[(2, 0), (3, 0)]);
+        let tolerance = u64::try_from(STEP_TOLERANCE.as_millis()).expect("a small tolerance");
+        // A slow round, 300 ms on both clocks: nothing strayed.
+        let slow = start + Duration::from_millis(300);
+        assert!(clock.record(round(level(), (1_000, start), (1_300, slow))));
+        // The wall clock ran ahead of the monotonic one by exactly the tolerance, then by 1 ms
+        // more.
+        let ended = (1_300 + tolerance, slow);
+        assert!(clock.record(round(level(), (1_300, slow), ended)));
+        let ended = (1_300 + tolerance + 1, slow);
+        assert!(!clock.record(round(level(), (1_300, slow), ended)));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_majoritys_time_follows_the_monotonic_clock_between_rounds() {
         let clock = ClusterClock::new(Duration::from_millis(250));

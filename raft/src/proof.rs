@@ -238,6 +238,42 @@ mod tests {
     }
 
     #[test]
+    fn addresses_are_compared_as_socket_addresses_or_else_as_text() {
+        let secret = ClusterSecret::new("s3cret");
+        let challenge = Challenge::new();
+        // The same IPv6 address, spelled two ways.
+        let answer = Proof::answer(&secret, &challenge, status(4), "[::1]:9746".to_owned());
+        assert_eq!(
+            answer.verify(&secret, &challenge, "[0:0:0:0:0:0:0:1]:9746"),
+            Ok(())
+        );
+        // Host names do not parse as socket addresses: the text must match.
+        let named = "node-4.tickd.test:9746";
+        let answer = Proof::answer(&secret, &challenge, status(4), named.to_owned());
+        assert_eq!(answer.verify(&secret, &challenge, named), Ok(()));
+        assert!(matches!(
+            answer.verify(&secret, &challenge, "node-5.tickd.test:9746"),
+            Err(ProofError::OtherAddress { .. })
+        ));
+    }
+
+    #[test]
+    fn a_proof_that_is_not_whole_bytes_of_hex_is_refused_without_a_panic() {
+        let secret = ClusterSecret::new("s3cret");
+        let challenge = Challenge::new();
+        let address = "127.0.0.1:9746";
+        let mut answer = Proof::answer(&secret, &challenge, status(4), address.to_owned());
+        for garbled in ["abc", "éé", "0"] {
+            answer.proof = garbled.to_owned();
+            assert_eq!(
+                answer.verify(&secret, &challenge, address),
+                Err(ProofError::Mismatch),
+                "{garbled:?}"
+            );
+        }
+    }
+
+    #[test]
     fn only_a_challenge_a_leader_could_send_is_well_formed() {
         for bad in ["", "00", &"g".repeat(64), &"0".repeat(65), &"é".repeat(32)] {
             let challenge = Challenge {
