@@ -225,7 +225,25 @@ mod tests {
     }
 
     #[test]
-    fn debug_never_shows_the_token() {
-        assert!(!format!("{:?}", AccessToken::new("hunter2")).contains("hunter2"));
+    fn a_token_presented_more_than_once_or_beside_a_wrong_one_is_still_admitted() {
+        let token = AccessToken::new("secret");
+        let both = request("/x?access_token=secret", Some(b"Bearer secret"));
+        assert!(token.admits(&both), "in the header and in the query");
+        let twice = request("/x?access_token=secret&access_token=secret", None);
+        assert!(token.admits(&twice), "twice in the query");
+        let among = request("/x?access_token=wrong&access_token=secret", None);
+        assert!(token.admits(&among), "beside a wrong one");
+    }
+
+    #[test]
+    fn a_set_token_says_so_and_shows_itself_only_when_asked() {
+        let token = AccessToken::new("hunter2");
+        assert!(token.is_set());
+        assert_eq!(
+            token.expose(),
+            "hunter2",
+            "the compat Location header carries it"
+        );
+        assert_eq!(format!("{token:?}"), "AccessToken(<redacted>)");
     }
 }

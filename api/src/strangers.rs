@@ -302,6 +302,27 @@ mod tests {
     }
 
     #[test]
+    fn either_token_or_both_make_a_request_credentialed() {
+        let (strangers, _) = strangers(1, 1);
+        let with = |authorization: &str| {
+            axum::http::Request::builder()
+                .uri("/x")
+                .header(axum::http::header::AUTHORIZATION, authorization)
+                .body(axum::body::Body::empty())
+                .expect("a request")
+        };
+        assert!(strangers.credentialed(&with("Bearer client")));
+        assert!(strangers.credentialed(&with("Bearer operator")));
+        let both = axum::http::Request::builder()
+            .uri("/x?access_token=client")
+            .header(axum::http::header::AUTHORIZATION, "Bearer operator")
+            .body(axum::body::Body::empty())
+            .expect("a request");
+        assert!(strangers.credentialed(&both));
+        assert!(!strangers.credentialed(&with("Bearer neither")));
+    }
+
+    #[test]
     fn a_burst_then_the_rate_per_address() {
         let (limit, clock) = strangers(10, 3);
         for _ in 0..3 {
