@@ -307,7 +307,7 @@ mod tests {
         let with = |authorization: &str| {
             axum::http::Request::builder()
                 .uri("/x")
-                .header(axum::http::header::AUTHORIZATION, authorization)
+                .header(header::AUTHORIZATION, authorization)
                 .body(axum::body::Body::empty())
                 .expect("a request")
         };
@@ -315,7 +315,7 @@ mod tests {
         assert!(strangers.credentialed(&with("Bearer operator")));
         let both = axum::http::Request::builder()
             .uri("/x?access_token=client")
-            .header(axum::http::header::AUTHORIZATION, "Bearer operator")
+            .header(header::AUTHORIZATION, "Bearer operator")
             .body(axum::body::Body::empty())
             .expect("a request");
         assert!(strangers.credentialed(&both));
