@@ -12,8 +12,8 @@
 //!
 //! Adding a channel that pushes (the http channel does not: its ticks wait in the replicated
 //! queue for a poller) takes a variant of [`Destination`] and its arm in [`destination`], one
-//! file that implements [`Publisher`] for it, and its wiring in the node, which hands the
-//! publishers to [`crate::run`].
+//! file that implements [`Publisher`] for it, and its wiring in the node, which hands it to
+//! [`crate::run`] (ARCHITECTURE.md, "Adding a channel that pushes").
 
 use std::time::Duration;
 

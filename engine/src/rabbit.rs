@@ -341,7 +341,6 @@ fn payload(tick: &Tick) -> Vec<u8> {
     serde_json::to_vec(&tick.message()).unwrap_or_default()
 }
 
-/// A failure inside [`Broker::with_session`].
 /// RabbitMQ as the engine's publisher of [`Destination::Rabbit`] ticks: the burst goes out as
 /// [`Broker::send`] sends it, and each broker confirmation becomes the tick's [`PublishOutcome`].
 impl Publisher for Broker {
@@ -384,6 +383,7 @@ async fn settle(confirmation: PublisherConfirm, sent_at: Instant) -> PublishOutc
     }
 }
 
+/// A failure inside [`Broker::with_session`].
 enum SessionError {
     Broker(BrokerError),
     Lapin(String),

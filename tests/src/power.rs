@@ -86,8 +86,9 @@ impl std::fmt::Display for Loss {
     }
 }
 
-/// The Raft log's write-ahead files, relative to a node's data directory.
-const RAFT_LOG_FILES: &str = "raft/*.log";
+/// The Raft log's write-ahead files, relative to a node's data directory (a glob for
+/// [`PowerCluster::freeze`]).
+pub const RAFT_LOG_FILES: &str = "raft/*.log";
 
 /// One node's power-loss filesystem: its daemon, mount point and control socket.
 #[derive(Debug)]

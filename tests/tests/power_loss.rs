@@ -42,7 +42,7 @@ use serde_json::Value;
 use tickd_tests::api::{self, CLOCKS_PATH};
 use tickd_tests::chaos::rng::Rng;
 use tickd_tests::cluster::{POLL_INTERVAL, READY_TIMEOUT};
-use tickd_tests::power::{Loss, PowerCluster};
+use tickd_tests::power::{Loss, PowerCluster, RAFT_LOG_FILES};
 use tickd_tests::wait::poll_until;
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
@@ -347,12 +347,12 @@ async fn inject(
         }
         Fault::LeaderInWalFsync => {
             let leader = leader(power).await;
-            let held = frozen(power, leader, "fsync", "raft/*.log", WAL_WAIT).await;
+            let held = frozen(power, leader, "fsync", RAFT_LOG_FILES, WAL_WAIT).await;
             (vec![leader], Some(held))
         }
         Fault::AllInLeaderWalFsync => {
             let leader = leader(power).await;
-            let held = frozen(power, leader, "fsync", "raft/*.log", WAL_WAIT).await;
+            let held = frozen(power, leader, "fsync", RAFT_LOG_FILES, WAL_WAIT).await;
             (nodes.clone(), Some(format!("{held} on leader {leader}")))
         }
         Fault::Snapshot => {
@@ -364,7 +364,7 @@ async fn inject(
             let node = *rng.pick(&nodes);
             frozen(power, node, "fsyncdir", "snapshot", SNAPSHOT_WAIT).await;
             let held = blocking(power, move |power| {
-                power.freeze(node, "write", "raft/*.log");
+                power.freeze(node, "write", RAFT_LOG_FILES);
                 power.thaw(node);
                 let held = power.wait_frozen(node, WAL_WAIT);
                 if held.is_none() {
