@@ -22,6 +22,13 @@ pub fn queue_id() -> QueueId {
     QueueId::new(random_hex())
 }
 
+/// `N` random bytes: a webhook clock's signing secret.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    rand::rng().fill(&mut bytes[..]);
+    bytes
+}
+
 /// A fresh id for one pop: a retry of the same pop carries the same id, so the replicated
 /// queue answers it with the same ticks (see `tickd_domain::Command::Pop`).
 pub fn pop_request() -> String {

@@ -33,6 +33,7 @@ mod address_shares;
 pub mod auth;
 pub mod backup;
 mod base_url;
+mod channel_choice;
 pub mod channels;
 pub mod dashboard;
 pub mod error;
@@ -120,6 +121,9 @@ pub struct ApiConfig {
     pub tls: bool,
     /// The AMQP URI handed to consumers; `Some` selects the rabbit channel for new clocks.
     pub rabbit_uri: Option<String>,
+    /// Whether webhook URLs may name loopback, private and other internal addresses
+    /// (`webhook_allow_private`).
+    pub webhook_allow_private: bool,
     /// The most clocks the cluster may hold.
     pub max_clocks: u64,
     /// The operator token: membership changes, backup, restore and (unless open) metrics.

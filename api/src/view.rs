@@ -50,13 +50,14 @@ struct Link {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Channel)]
 struct ChannelView {
-    /// `rabbit` when the cluster has a RabbitMQ URI configured, `http` otherwise.
+    /// `rabbit` when the cluster has a RabbitMQ URI configured, `http` otherwise, unless the
+    /// registration chose (`http` or `webhook`).
     r#type: ChannelType,
     /// Where to consume the ticks.
     details: ChannelDetails,
-    /// Ticktok compat: `details.uri` for a rabbit channel, null for http.
+    /// Ticktok compat: `details.uri` for a rabbit channel, null for the others.
     uri: Option<String>,
-    /// Ticktok compat: `details.queue` for a rabbit channel, null for http.
+    /// Ticktok compat: `details.queue` for a rabbit channel, null for the others.
     queue: Option<String>,
 }
 
@@ -68,6 +69,8 @@ enum ChannelType {
     Rabbit,
     /// An http poll URL.
     Http,
+    /// Ticks `POST`ed to a receiver's URL, signed (Standard Webhooks).
+    Webhook,
 }
 
 /// Where a channel's ticks are consumed.
@@ -86,6 +89,16 @@ enum ChannelDetails {
         /// `{base_url}/api/v1/queues/{queue_id}/pop`.
         url: String,
     },
+    /// A webhook: each tick is `POST`ed to `url`, signed with `secret`.
+    Webhook {
+        /// The receiver's URL, as registered.
+        #[serde(rename = "url")]
+        receiver: String,
+        /// `whsec_<base64>`, the key of the `webhook-signature` header. Only in the answer to
+        /// the registration that created the clock: keep it then, it is never shown again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        secret: Option<String>,
+    },
 }
 
 /// Where ticks of rabbit channels are consumed: the URI handed to clients.
@@ -101,17 +114,23 @@ impl ClockView {
         Self::with_status(clock, clock.status, base, now_ms)
     }
 
-    /// A clock as registered: with its channel, and with `status` as the response shows it
-    /// (PENDING for a clock this request created, for Ticktok compatibility).
+    /// A clock as registered: with its channel, and with its status as the response shows it
+    /// (PENDING for a clock this request `created`, for Ticktok compatibility). A webhook
+    /// clock's secret is shown only to the registration that created it.
     pub fn registered(
         clock: &Clock,
-        shown_status: ClockStatus,
+        created: bool,
         base: &BaseUrl,
         context: &ChannelContext<'_>,
         now_ms: u64,
     ) -> Self {
+        let shown_status = if created {
+            ClockStatus::Pending
+        } else {
+            clock.status
+        };
         let mut view = Self::with_status(clock, shown_status, base, now_ms);
-        view.channel = Some(channel_view(clock, base, context));
+        view.channel = Some(channel_view(clock, base, context, created));
         view
     }
 
@@ -162,7 +181,12 @@ fn action_link(rel: &'static str, clock_url: &str) -> Link {
     }
 }
 
-fn channel_view(clock: &Clock, base: &BaseUrl, context: &ChannelContext<'_>) -> ChannelView {
+fn channel_view(
+    clock: &Clock,
+    base: &BaseUrl,
+    context: &ChannelContext<'_>,
+    reveal_secret: bool,
+) -> ChannelView {
     match &clock.channel {
         Channel::Rabbit => {
             let uri = context.rabbit_uri.map(str::to_string);
@@ -181,6 +205,15 @@ fn channel_view(clock: &Clock, base: &BaseUrl, context: &ChannelContext<'_>) -> 
             r#type: ChannelType::Http,
             details: ChannelDetails::Http {
                 url: format!("{}/api/v1/queues/{queue_id}/pop", base.0),
+            },
+            uri: None,
+            queue: None,
+        },
+        Channel::Webhook(webhook) => ChannelView {
+            r#type: ChannelType::Webhook,
+            details: ChannelDetails::Webhook {
+                receiver: webhook.url.to_string(),
+                secret: reveal_secret.then(|| webhook.secret.expose()),
             },
             uri: None,
             queue: None,
@@ -232,7 +265,7 @@ mod tests {
         };
         let view = ClockView::registered(
             &clock(ClockStatus::Active, rabbit),
-            ClockStatus::Pending,
+            true,
             &base,
             &context,
             0,
@@ -257,7 +290,7 @@ mod tests {
         };
         let view = ClockView::registered(
             &clock(ClockStatus::Active, http),
-            ClockStatus::Active,
+            false,
             &base,
             &ChannelContext { rabbit_uri: None },
             0,
@@ -268,5 +301,41 @@ mod tests {
             "http://h:1/api/v1/queues/q1/pop"
         );
         assert!(json["channel"]["uri"].is_null() && json["channel"]["queue"].is_null());
+        assert_eq!(
+            json["status"], "ACTIVE",
+            "a joined clock shows its own status"
+        );
+    }
+
+    #[test]
+    fn a_webhook_channel_shows_its_secret_only_to_the_registration_that_created_it() {
+        let base = BaseUrl("http://h:1".into());
+        let secret = tickd_domain::WebhookSecret::from_bytes([9; 32]);
+        let webhook = Channel::Webhook(Box::new(tickd_domain::Webhook {
+            url: tickd_domain::WebhookUrl::parse("https://receiver.example/ticks")
+                .expect("a valid url"),
+            secret: secret.clone(),
+        }));
+        let clock = clock(ClockStatus::Active, webhook);
+        let context = ChannelContext { rabbit_uri: None };
+        let created = serde_json::to_value(ClockView::registered(&clock, true, &base, &context, 0))
+            .expect("serializes");
+        assert_eq!(created["channel"]["type"], "webhook");
+        assert_eq!(
+            created["channel"]["details"]["url"],
+            "https://receiver.example/ticks"
+        );
+        assert_eq!(created["channel"]["details"]["secret"], secret.expose());
+        assert!(created["channel"]["uri"].is_null() && created["channel"]["queue"].is_null());
+        let joined = serde_json::to_value(ClockView::registered(&clock, false, &base, &context, 0))
+            .expect("serializes");
+        assert_eq!(
+            joined["channel"]["details"]["url"],
+            "https://receiver.example/ticks"
+        );
+        assert!(
+            joined["channel"]["details"].get("secret").is_none(),
+            "{joined}"
+        );
     }
 }

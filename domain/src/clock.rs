@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::compact_id::{CompactId, IdText};
 use crate::excerpt::Excerpt;
 use crate::schedule::Schedule;
+use crate::webhook::Webhook;
 
 /// The most bytes a clock name may have. The RabbitMQ queue of a clock is
 /// `ticktok-<name>;<schedule>` and RabbitMQ caps queue names at 255 bytes; 200
@@ -221,8 +222,8 @@ impl FromStr for ClockStatus {
     }
 }
 
-/// How a clock's ticks reach its clients. Chosen by the cluster's
-/// configuration, not the request, and fixed when the clock is created.
+/// How a clock's ticks reach its clients. Chosen by the registration, or by the cluster's
+/// configuration when it names none, and fixed when the clock is created.
 ///
 /// Written with the RabbitMQ queue's name spelled out (`crate::wire_form`), as v0.1.0 keeps
 /// it; held without it, since the name follows from the clock's name and schedule.
@@ -237,6 +238,8 @@ pub enum Channel {
         /// The queue's id, which forms the poll URL.
         queue_id: QueueId,
     },
+    /// Each tick `POST`ed to a receiver's URL, signed with the clock's secret (SPEC §5).
+    Webhook(Box<Webhook>),
 }
 
 impl Channel {
@@ -274,7 +277,7 @@ impl Clock {
     pub fn rabbit_queue(&self) -> Option<String> {
         match self.channel {
             Channel::Rabbit => Some(Channel::rabbit_queue_name(&self.name, &self.schedule)),
-            Channel::Http { .. } => None,
+            Channel::Http { .. } | Channel::Webhook(_) => None,
         }
     }
 }

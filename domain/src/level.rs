@@ -18,8 +18,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Command;
 use crate::ticks::MAX_POP_TICKS;
+use crate::{Channel, Command};
 
 /// A cluster level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -36,7 +36,8 @@ impl Level {
     pub const V0_2: Level = Level(2);
     /// Calendar schedules (cron, `every.MON.at.09:30`, `@at`, zones) computed with the zone
     /// database this binary carries ([`crate::zone_database_version`]): older binaries cannot
-    /// parse them, so a registration of one waits for every voter.
+    /// parse them, so a registration of one waits for every voter. Webhook clocks
+    /// ([`crate::Channel::Webhook`]), which older binaries cannot decode.
     pub const V0_3: Level = Level(3);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
@@ -61,6 +62,11 @@ impl Level {
     /// Whether the cluster may hold calendar schedules: every replica can parse them and
     /// computes their instants with the same zone database.
     pub fn has_calendar_schedules(self) -> bool {
+        self >= Level::V0_3
+    }
+
+    /// Whether the cluster may hold webhook clocks: every replica decodes their channel.
+    pub fn has_webhooks(self) -> bool {
         self >= Level::V0_3
     }
 
@@ -132,6 +138,10 @@ impl Command {
         match self {
             Command::SetLevel { .. } => Level::V0_2,
             Command::Register { schedule, .. } if schedule.is_calendar() => Level::V0_3,
+            Command::Register {
+                channel: Channel::Webhook(_),
+                ..
+            } => Level::V0_3,
             Command::Register { .. }
             | Command::Pause { .. }
             | Command::Resume { .. }
@@ -176,7 +186,7 @@ mod tests {
                 name: "n".into(),
                 schedule: "every.5.seconds".parse().expect("a schedule"),
                 id: id.clone(),
-                channel: crate::Channel::Http {
+                channel: Channel::Http {
                     queue_id: queue.clone(),
                 },
                 max_clocks: 1,
@@ -200,6 +210,7 @@ mod tests {
             Command::Confirm {
                 ticks: vec![],
                 published_ms: vec![],
+                attempts: vec![],
             },
             Command::Pop {
                 queue: queue.clone(),
@@ -258,7 +269,7 @@ mod tests {
             name: "calendar".into(),
             schedule: schedule.parse().expect("a schedule"),
             id: crate::ClockId::new("c1".to_owned()),
-            channel: crate::Channel::Http {
+            channel: Channel::Http {
                 queue_id: crate::QueueId::new("q".repeat(32)),
             },
             max_clocks: 10,
@@ -285,6 +296,53 @@ mod tests {
             matches!(outcome, Outcome::Registered { created: true, .. }),
             "{outcome:?}"
         );
+    }
+
+    #[test]
+    fn a_webhook_registration_or_restore_needs_level_3() {
+        let webhook = Channel::Webhook(Box::new(crate::Webhook {
+            url: crate::WebhookUrl::parse("https://receiver.example/t").expect("a valid url"),
+            secret: crate::WebhookSecret::from_bytes([1; crate::webhook::SECRET_BYTES]),
+        }));
+        let register = Command::Register {
+            name: "hook".into(),
+            schedule: "every.5.seconds".parse().expect("a schedule"),
+            id: crate::ClockId::new("c1".to_owned()),
+            channel: webhook,
+            max_clocks: 10,
+            now_ms: 0,
+        };
+        assert_eq!(register.introduced_in(), Level::V0_3);
+        let mut at_three = Registry::new();
+        let outcome = at_three.apply_at(Level::V0_3, register.clone());
+        assert!(
+            matches!(outcome, Outcome::Registered { created: true, .. }),
+            "{outcome:?}"
+        );
+        let backup = crate::RestoreDocument::of(&RegistrySnapshot::from(at_three))
+            .expect("a registry encodes");
+        for level in [Level::V0_1, Level::V0_2] {
+            let mut registry = Registry::new();
+            let outcome = registry.apply_at(level, register.clone());
+            assert!(
+                matches!(&outcome, Outcome::Rejected { reason } if reason.contains("webhook clocks need cluster level 3")),
+                "{outcome:?}"
+            );
+            let restore = Command::Restore {
+                snapshot: backup.clone(),
+                now_ms: 0,
+                max_clocks: 10,
+            };
+            let outcome = registry.apply_at(level, restore);
+            assert!(
+                matches!(&outcome, Outcome::Rejected { reason } if reason.contains("webhook")),
+                "{outcome:?}"
+            );
+            assert!(
+                registry.is_empty(),
+                "a refused command changed the registry"
+            );
+        }
     }
 
     #[test]

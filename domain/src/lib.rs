@@ -21,6 +21,8 @@
 //! - [`stats`] keeps what became of each clock's ticks and the cluster's recent deliveries.
 //! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`; [`Selection`] the clocks it
 //!   selects, taken from the registry to be walked off the state's lock.
+//! - [`webhook`] holds the webhook channel's receiver URLs, signing secrets and signatures,
+//!   and the rule of which addresses a tick may be sent to.
 //! - [`Level`] says which command kinds a cluster's log may carry, so that a rolling upgrade
 //!   never hands a node a command its binary cannot decode.
 //!
@@ -77,6 +79,7 @@ mod selection;
 mod shared_map;
 pub mod stats;
 mod ticks;
+pub mod webhook;
 mod wire_form;
 
 pub use clock::{
@@ -91,7 +94,7 @@ pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
 pub use registry::{
     Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError,
-    calendar_needs_level,
+    calendar_needs_level, webhooks_need_level,
 };
 pub use restore::RestoreError;
 pub use restore_document::RestoreDocument;
@@ -108,4 +111,5 @@ pub use ticks::{
     MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick, TickCounters, TickId,
     TickLedger, TickMessage, rfc3339_millis,
 };
+pub use webhook::{Webhook, WebhookSecret, WebhookUrl};
 pub use wire_form::WrittenClocks;

@@ -210,8 +210,12 @@ impl RegistrySnapshot {
             let clock = by_id
                 .get(&tick.clock)
                 .ok_or_else(|| tick_error(place, tick, "its clock is not in the backup"))?;
-            if clock.channel != Channel::Rabbit {
-                return Err(tick_error(place, tick, "its clock is not a RabbitMQ clock"));
+            if matches!(clock.channel, Channel::Http { .. }) {
+                return Err(tick_error(
+                    place,
+                    tick,
+                    "its clock is an http clock, whose ticks wait in its queue",
+                ));
             }
             validate_tick(place, tick, clock, ledger.manual_sequence, &mut filed_ids)?;
         }

@@ -126,7 +126,7 @@ impl From<RecentLateness> for Vec<u16> {
 }
 
 /// What became of one clock's ticks since it was registered (or since its cluster reached
-/// level 2). 56 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
+/// level 2). 68 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClockStats {
@@ -140,6 +140,15 @@ pub struct ClockStats {
     pub coalesced: u32,
     /// Ticks dropped from the clock's full http queue (`http_queue_limit`).
     pub dropped: u32,
+    /// Ticks that took more than one attempt (a webhook receiver that failed, then took it).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retried: u32,
+    /// Failed attempts of settled ticks: an error status, no answer, no connection.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failed: u32,
+    /// Webhook ticks given up: refused by their receiver, or not taken within the retry time.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub given_up: u32,
     /// The last delivered tick.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last: Option<Delivery>,
@@ -163,10 +172,29 @@ impl ClockStats {
         add(&mut self.dropped, dropped);
     }
 
+    /// Records the attempts of one settled tick: `attempts` in all, the last of which
+    /// delivered it unless it was `given_up`.
+    pub fn attempted(&mut self, attempts: u32, given_up: bool) {
+        let failed = if given_up {
+            attempts
+        } else {
+            attempts.saturating_sub(1)
+        };
+        add(&mut self.failed, u64::from(failed));
+        add(&mut self.retried, u64::from(attempts > 1));
+        add(&mut self.given_up, u64::from(given_up));
+    }
+
     /// Whether nothing has been recorded (such statistics are left out of a snapshot).
     pub fn is_empty(&self) -> bool {
         *self == ClockStats::default()
     }
+}
+
+/// Whether a counter is zero: left out of the serialized form, which stays as releases
+/// without it wrote it.
+fn is_zero(counter: &u32) -> bool {
+    *counter == 0
 }
 
 /// A clock's statistics as the registry keeps them: nothing until the first tick that records
@@ -203,6 +231,19 @@ impl StatsSlot {
         self.0
             .get_or_insert_with(Box::default)
             .missed(late, coalesced, dropped);
+    }
+}
+
+impl StatsSlot {
+    /// Records the attempts of one settled tick (see [`ClockStats::attempted`]); a tick
+    /// delivered at its first attempt keeps an empty slot empty.
+    pub fn attempted(&mut self, attempts: u32, given_up: bool) {
+        if attempts <= 1 && !given_up {
+            return;
+        }
+        self.0
+            .get_or_insert_with(Box::default)
+            .attempted(attempts, given_up);
     }
 }
 
@@ -396,8 +437,33 @@ mod tests {
     #[test]
     fn a_clocks_statistics_stay_small() {
         // Every clock carries a slot: at a million clocks each byte here is a megabyte per node.
-        assert!(size_of::<ClockStats>() <= 56);
+        assert!(size_of::<ClockStats>() <= 68);
         assert_eq!(size_of::<StatsSlot>(), size_of::<usize>());
+    }
+
+    #[test]
+    fn a_settled_ticks_attempts_count_its_failures_retries_and_give_up() {
+        let mut slot = StatsSlot::default();
+        slot.attempted(1, false);
+        assert!(
+            slot.is_empty(),
+            "a first-attempt delivery records nothing more"
+        );
+        slot.attempted(3, false);
+        slot.attempted(2, true);
+        slot.attempted(1, true);
+        let stats = slot.get();
+        assert_eq!(
+            (stats.retried, stats.failed, stats.given_up),
+            (2, 2 + 2 + 1, 2),
+            "retried: ticks of more than one attempt; failed: every attempt that did not \
+             deliver; given up: ticks"
+        );
+        let json = serde_json::to_value(ClockStats::default()).expect("serializes");
+        assert!(
+            json.get("retried").is_none() && json.get("given_up").is_none(),
+            "zero counters are written as releases without them wrote statistics: {json}"
+        );
     }
 
     #[test]

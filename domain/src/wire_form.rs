@@ -19,6 +19,7 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId};
 use crate::excerpt::Excerpt;
 use crate::restore::RestoreError;
 use crate::schedule::Schedule;
+use crate::webhook::Webhook;
 
 /// A channel as it is written.
 #[derive(Debug, Serialize, Deserialize)]
@@ -31,6 +32,8 @@ enum ChannelForm {
     Http {
         queue_id: QueueId,
     },
+    /// Tagged `webhook`, with the receiver's `url` and the signing `secret` beside the tag.
+    Webhook(Box<Webhook>),
 }
 
 impl ChannelForm {
@@ -43,6 +46,7 @@ impl ChannelForm {
             Channel::Http { queue_id } => ChannelForm::Http {
                 queue_id: queue_id.clone(),
             },
+            Channel::Webhook(webhook) => ChannelForm::Webhook(webhook.clone()),
         }
     }
 }
@@ -52,6 +56,7 @@ impl From<ChannelForm> for Channel {
         match form {
             ChannelForm::Rabbit { .. } => Channel::Rabbit,
             ChannelForm::Http { queue_id } => Channel::Http { queue_id },
+            ChannelForm::Webhook(webhook) => Channel::Webhook(webhook),
         }
     }
 }

@@ -140,14 +140,16 @@ fn plain_command() -> impl Strategy<Value = Command> {
         2 => intent().prop_map(Command::Intend),
         1 => (
             vec((instant(), clock_id(), instant()), 0..3),
-            vec(proptest::option::of(instant()), 0..3)
+            vec(proptest::option::of(instant()), 0..3),
+            vec(any::<u32>(), 0..3)
         )
-            .prop_map(|(keys, published_ms)| Command::Confirm {
+            .prop_map(|(keys, published_ms, attempts)| Command::Confirm {
                 ticks: keys
                     .into_iter()
                     .map(|(due, clock, at)| (due, TickId::scheduled(&clock, at)))
                     .collect(),
                 published_ms,
+                attempts,
             }),
         2 => (queue_id(), instant(), prop_oneof![Just("r0"), Just("r1")]).prop_map(
             |(queue, now_ms, request)| Command::Pop {

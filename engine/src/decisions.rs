@@ -22,7 +22,7 @@
 //! * **Purge** active clocks nobody consumes: http clocks not polled for the clock TTL, and
 //!   RabbitMQ clocks whose queue the broker reported missing.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use tickd_domain::{Channel, ClockId, ClockStatus, Intent, Registry, Tick, TickId};
@@ -94,7 +94,7 @@ pub struct Settled {
 }
 
 /// One tick to hand to a publisher.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Outgoing {
     /// Its outbox key.
     pub key: OutboxKey,
@@ -104,6 +104,30 @@ pub struct Outgoing {
     pub destination: Destination,
     /// Whether a previous leader may have published it already.
     pub redelivery: bool,
+    /// Which attempt of this leader's this is: 1 for the first; a publisher that retries with
+    /// a backoff grows it with this.
+    pub attempt: u32,
+}
+
+/// A settled tick, for the next `Confirm` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    /// Its outbox key.
+    pub key: OutboxKey,
+    /// The leader's clock when it handed over the attempt that delivered it; `None` when
+    /// nobody received it (its queue is gone, or it was given up).
+    pub published_ms: Option<u64>,
+    /// The attempts this leader made, the last one included.
+    pub attempts: u32,
+}
+
+/// A tick whose last attempt failed and that waits before the next one.
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    /// How many attempts this leader made.
+    attempts: u32,
+    /// No attempt before this instant.
+    not_before: Instant,
 }
 
 /// The leader's state between two steps, for one term.
@@ -121,7 +145,7 @@ pub struct Decisions {
     abandoned: BTreeSet<ClockId>,
     /// Settled ticks waiting for the next `Confirm` command, with their publish instant
     /// (`None` for a tick nobody received).
-    confirmed: Vec<(OutboxKey, Option<u64>)>,
+    confirmed: Vec<Confirmation>,
     /// Outbox ticks that were already due when this leader took over: the previous leader may
     /// have published them without its confirmation being committed. Ticks filed ahead of
     /// their instant are not here: no leader publishes a tick before its instant.
@@ -129,6 +153,10 @@ pub struct Decisions {
     /// After a failed publish or without the lease, no new attempt before this instant: a
     /// broker outage costs one attempt per reconnect pause, not a busy loop.
     publish_paused_until: Option<Instant>,
+    /// Outbox ticks whose last attempt failed and that wait before the next one (webhooks'
+    /// backoff): not in flight, and not due again before their instant. Forgotten with the
+    /// leadership: a new leader tries every unconfirmed tick at once.
+    retries: HashMap<OutboxKey, Retry>,
 }
 
 impl Decisions {
@@ -150,7 +178,18 @@ impl Decisions {
             confirmed: Vec::new(),
             inherited,
             publish_paused_until: None,
+            retries: HashMap::new(),
         }
+    }
+
+    /// Whether `key` may be published at `now`: it is neither in flight nor waiting for its
+    /// next attempt.
+    fn ready(&self, key: &OutboxKey, now: Instant) -> bool {
+        !self.in_flight.contains(key)
+            && self
+                .retries
+                .get(key)
+                .is_none_or(|retry| now >= retry.not_before)
     }
 
     /// A quorum confirmed leadership when asked at `asked_at`.
@@ -186,7 +225,7 @@ impl Decisions {
             .ledger()
             .outbox
             .keys()
-            .find(|key| !self.in_flight.contains(*key))
+            .find(|key| self.ready(key, now.instant))
             .map(|(due_at, _)| *due_at);
         let Some(due_at) = next else {
             return idle;
@@ -213,13 +252,14 @@ impl Decisions {
             return Vec::new();
         }
         let mut outgoing = Vec::new();
+        let mut orphans = Vec::new();
         let room = MAX_IN_FLIGHT.saturating_sub(self.in_flight.len());
         let due = registry
             .ledger()
             .outbox
             .iter()
             .take_while(|((due_at, _), _)| *due_at <= now.wall_ms)
-            .filter(|(key, _)| !self.in_flight.contains(*key))
+            .filter(|(key, _)| self.ready(key, now.instant))
             .take(MAX_PUBLISH_BATCH.min(room));
         for (key, tick) in due {
             match registry.get(&tick.clock).and_then(publisher::destination) {
@@ -228,12 +268,21 @@ impl Decisions {
                     tick: tick.clone(),
                     destination,
                     redelivery: self.inherited.contains(key),
+                    attempt: self
+                        .retries
+                        .get(key)
+                        .map_or(1, |retry| retry.attempts.saturating_add(1)),
                 }),
                 // Only clocks with a publisher file ticks in the outbox, and removing a clock
                 // removes its ticks; should one outlive its clock anyway, nobody can receive it.
-                None => self.confirmed.push((key.clone(), None)),
+                None => orphans.push(Confirmation {
+                    key: key.clone(),
+                    published_ms: None,
+                    attempts: 1,
+                }),
             }
         }
+        self.confirmed.extend(orphans);
         outgoing
     }
 
@@ -252,32 +301,57 @@ impl Decisions {
         self.publish_paused_until = Some(now.instant + PUBLISH_RETRY_PAUSE);
     }
 
-    /// Records what the publisher said about one tick; true if it must be published again.
-    pub fn settle(&mut self, key: OutboxKey, settled: Settled) -> bool {
-        match settled.outcome {
-            PublishOutcome::Delivered { .. } => {
-                self.confirmed.push((key, Some(settled.published_ms)));
-                false
-            }
+    /// Records what the publisher said at `now` about one tick; true if it must be published
+    /// again.
+    pub fn settle(&mut self, key: OutboxKey, settled: Settled, now: Instant) -> bool {
+        let published_ms = match settled.outcome {
+            PublishOutcome::Delivered { .. } => Some(settled.published_ms),
+            PublishOutcome::GaveUp(_) => None,
             PublishOutcome::Unroutable => {
                 // Nobody can receive it: the tick is done, and the clock is abandoned.
-                self.confirmed.push((key, None));
                 self.abandoned.insert(settled.clock);
-                false
+                None
+            }
+            PublishOutcome::RetryAfter { after, .. } => {
+                self.wait(key, now + after, 1);
+                return true;
+            }
+            PublishOutcome::Deferred { after, .. } => {
+                self.wait(key, now + after, 0);
+                return true;
             }
             PublishOutcome::Failed(_) => {
                 self.in_flight.remove(&key);
-                true
+                return true;
             }
-        }
+        };
+        let failed_before = self.retries.remove(&key).map_or(0, |retry| retry.attempts);
+        self.confirmed.push(Confirmation {
+            key,
+            published_ms,
+            attempts: failed_before.saturating_add(1),
+        });
+        false
     }
 
-    /// The ticks to remove from the outbox in one `Confirm` command, if any, each with its
-    /// publish instant (`None` if nobody received it). Ticks that have left the outbox are
-    /// forgotten: they are settled for good.
-    pub fn confirms(&mut self, registry: &Registry) -> Option<Vec<(OutboxKey, Option<u64>)>> {
+    /// `key` leaves the ticks in flight and waits until `not_before`, after `attempted` more
+    /// attempts.
+    fn wait(&mut self, key: OutboxKey, not_before: Instant, attempted: u32) {
+        self.in_flight.remove(&key);
+        let retry = self.retries.entry(key).or_insert(Retry {
+            attempts: 0,
+            not_before,
+        });
+        retry.attempts = retry.attempts.saturating_add(attempted);
+        retry.not_before = not_before;
+    }
+
+    /// The ticks to remove from the outbox in one `Confirm` command, if any. Ticks that have
+    /// left the outbox are forgotten: they are settled for good.
+    pub fn confirms(&mut self, registry: &Registry) -> Option<Vec<Confirmation>> {
         let outbox = &registry.ledger().outbox;
         self.in_flight.retain(|key| outbox.contains_key(key));
+        self.retries.retain(|key, _| outbox.contains_key(key));
         (!self.confirmed.is_empty()).then(|| std::mem::take(&mut self.confirmed))
     }
 
@@ -452,12 +526,16 @@ mod tests {
             published_ms: later.wall_ms,
             outcome: PublishOutcome::Delivered { after: MS },
         };
-        assert!(!decisions.settle(first.clone(), delivered));
+        assert!(!decisions.settle(first.clone(), delivered, later.instant));
         let confirmed = decisions.confirms(&registry).unwrap_or_default();
-        let (ticks, published_ms) = confirmed.into_iter().unzip();
+        let (ticks, published_ms) = confirmed
+            .into_iter()
+            .map(|confirmation| (confirmation.key, confirmation.published_ms))
+            .unzip();
         registry.apply(Command::Confirm {
             ticks,
             published_ms,
+            attempts: Vec::new(),
         });
         assert_eq!(decisions.confirms(&registry), None);
         assert_eq!(decisions.due(later, &registry).len(), 1);
@@ -567,12 +645,113 @@ mod tests {
         let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
         let key = outgoing[0].key.clone();
         let failed = settled(&outgoing[0], instant, PublishOutcome::Failed("nack".into()));
-        assert!(decisions.settle(key.clone(), failed));
+        assert!(decisions.settle(key.clone(), failed, instant.instant));
         assert_eq!(keys(&decisions.due(instant, &registry)), vec![key]);
         assert_eq!(
             decisions.confirms(&registry),
             None,
             "a failed tick is not confirmed"
+        );
+    }
+
+    #[test]
+    fn a_tick_to_retry_waits_for_its_backoff_then_goes_again_as_the_next_attempt() {
+        let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
+        assert_eq!(outgoing[0].attempt, 1);
+        let key = outgoing[0].key.clone();
+        let backoff = Duration::from_secs(2);
+        for attempt in 1..=2 {
+            let at = instant.after(backoff * (attempt - 1));
+            decisions.lease_confirmed(at.instant);
+            let failed = PublishOutcome::RetryAfter {
+                after: backoff,
+                reason: "500".into(),
+            };
+            assert!(decisions.settle(key.clone(), settled(&outgoing[0], at, failed), at.instant));
+            let early = at.after(backoff - MS);
+            decisions.lease_confirmed(early.instant);
+            assert!(
+                !keys(&decisions.due(early, &registry)).contains(&key),
+                "no attempt before the backoff has passed"
+            );
+            let ready = at.after(backoff);
+            decisions.lease_confirmed(ready.instant);
+            let again = decisions.due(ready, &registry);
+            decisions.accepted(&again);
+            let again: Vec<_> = again.iter().filter(|tick| tick.key == key).collect();
+            assert_eq!(
+                again.len(),
+                1,
+                "the tick goes again once its backoff has passed"
+            );
+            assert_eq!(again[0].attempt, attempt + 1);
+        }
+        assert_eq!(decisions.confirms(&registry), None, "a retried tick stays");
+        let delivered = PublishOutcome::Delivered { after: MS };
+        let at = instant.after(backoff * 2);
+        decisions.settle(
+            key.clone(),
+            settled(&outgoing[0], at, delivered),
+            at.instant,
+        );
+        assert_eq!(
+            decisions.confirms(&registry),
+            Some(vec![Confirmation {
+                key,
+                published_ms: Some(at.wall_ms),
+                attempts: 3
+            }]),
+            "two failed attempts, then the one that delivered"
+        );
+    }
+
+    #[test]
+    fn a_deferred_tick_waits_without_counting_an_attempt() {
+        let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
+        let key = outgoing[0].key.clone();
+        let wait = Duration::from_secs(1);
+        let deferred = PublishOutcome::Deferred {
+            after: wait,
+            reason: "circuit open".into(),
+        };
+        assert!(decisions.settle(
+            key.clone(),
+            settled(&outgoing[0], instant, deferred),
+            instant.instant
+        ));
+        let early = instant.after(wait - MS);
+        decisions.lease_confirmed(early.instant);
+        assert!(!keys(&decisions.due(early, &registry)).contains(&key));
+        let ready = instant.after(wait);
+        decisions.lease_confirmed(ready.instant);
+        let again = decisions.due(ready, &registry);
+        let again: Vec<_> = again.iter().filter(|tick| tick.key == key).collect();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].attempt, 1, "a deferral is not an attempt");
+    }
+
+    #[test]
+    fn a_tick_given_up_leaves_the_outbox_as_received_by_nobody() {
+        let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
+        let key = outgoing[0].key.clone();
+        let gave_up = PublishOutcome::GaveUp("404 Not Found".into());
+        assert!(!decisions.settle(
+            key.clone(),
+            settled(&outgoing[0], instant, gave_up),
+            instant.instant
+        ));
+        assert_eq!(
+            decisions.confirms(&registry),
+            Some(vec![Confirmation {
+                key,
+                published_ms: None,
+                attempts: 1
+            }])
+        );
+        assert!(
+            decisions
+                .due(instant.after(IDLE_WAKE), &registry)
+                .is_empty()
         );
     }
 
@@ -615,7 +794,11 @@ mod tests {
             } else {
                 PublishOutcome::Delivered { after: MS }
             };
-            assert!(!decisions.settle(tick.key.clone(), settled(tick, instant, outcome)));
+            assert!(!decisions.settle(
+                tick.key.clone(),
+                settled(tick, instant, outcome),
+                instant.instant
+            ));
         }
         let published = |key: &OutboxKey| {
             let delivered = outgoing
@@ -625,9 +808,10 @@ mod tests {
         };
         let expected = keys(&outgoing)
             .into_iter()
-            .map(|key| {
-                let at = published(&key);
-                (key, at)
+            .map(|key| Confirmation {
+                published_ms: published(&key),
+                key,
+                attempts: 1,
             })
             .collect();
         assert_eq!(decisions.confirms(&registry), Some(expected));
@@ -685,7 +869,7 @@ mod tests {
             later,
             PublishOutcome::Failed("connection lost".into()),
         );
-        decisions.settle(first, lost);
+        decisions.settle(first, lost, later.instant);
         let again = decisions.due(later, &registry);
         assert_eq!(again.len(), 1);
         assert!(!again[0].redelivery, "a re-delivery is counted once");

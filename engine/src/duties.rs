@@ -264,8 +264,16 @@ impl<'a> Duties<'a> {
                 telemetry::record_publish_failure();
                 tracing::warn!(tick = %key.1, %reason, "a tick was not confirmed; it will be published again");
             }
+            // The publisher that retries says why, once per receiver rather than per tick.
+            PublishOutcome::RetryAfter { after, reason }
+            | PublishOutcome::Deferred { after, reason } => {
+                tracing::debug!(tick = %key.1, ?after, %reason, "a tick will be tried again");
+            }
+            PublishOutcome::GaveUp(reason) => {
+                tracing::warn!(tick = %key.1, clock = %settled.clock, %reason, "a tick was given up");
+            }
         }
-        self.decisions.settle(key, settled)
+        self.decisions.settle(key, settled, Instant::now())
     }
 
     fn propose_intent(&mut self) {
@@ -376,7 +384,17 @@ impl<'a> Duties<'a> {
         let Some(confirmed) = self.read(Decisions::confirms) else {
             return;
         };
-        let (ticks, published_ms): (Vec<_>, Vec<_>) = confirmed.into_iter().unzip();
+        // Attempts go into the command only when some tick took more than one: a cluster
+        // without retries writes its confirmations as releases without webhooks did.
+        let attempts: Vec<u32> = if confirmed.iter().any(|tick| tick.attempts != 1) {
+            confirmed.iter().map(|tick| tick.attempts).collect()
+        } else {
+            Vec::new()
+        };
+        let (ticks, published_ms): (Vec<_>, Vec<_>) = confirmed
+            .into_iter()
+            .map(|tick| (tick.key, tick.published_ms))
+            .unzip();
         let replica = self.replica.clone();
         // The last step of a tick: the entry that takes it out of the outbox for good.
         let span = tracing::debug_span!("ack", ticks = ticks.len());
@@ -385,6 +403,7 @@ impl<'a> Duties<'a> {
                 let confirm = Command::Confirm {
                     ticks,
                     published_ms,
+                    attempts,
                 };
                 match replica.write(confirm).await {
                     Ok(_) => tracing::debug!("confirmed ticks left the outbox"),

@@ -28,8 +28,10 @@
 //! # Neighbours
 //!
 //! Below: `tickd-raft` (the `Replica` to propose and read through) and `tickd-domain` (the
-//! ledger). lapin is known only to [`rabbit`], RabbitMQ's [`Publisher`]. The `tickd` binary starts [`run`] on every
-//! node; it acts only while the node leads.
+//! ledger). lapin is known only to [`rabbit`], RabbitMQ's [`Publisher`]; HTTP only to
+//! [`webhook`], the webhooks'; [`dispatch`] hands each tick to the publisher of its
+//! destination. The `tickd` binary starts [`run`] on every node; it acts only while the node
+//! leads.
 //!
 //! # What operators see
 //!
@@ -40,17 +42,21 @@
 //! entry that removed it from the outbox).
 
 pub mod decisions;
+pub mod dispatch;
 pub mod duties;
 pub mod lease;
 pub mod publisher;
 pub mod rabbit;
 pub mod telemetry;
+pub mod webhook;
 
 use std::time::Duration;
 
+pub use dispatch::Publishers;
 pub use duties::run;
 pub use publisher::Publisher;
 pub use rabbit::{Broker, BrokerEndpoint, BrokerError};
+pub use webhook::{WebhookSettings, Webhooks};
 
 /// Settings of the tick engine (`cluster.toml`).
 #[derive(Debug, Clone)]

@@ -3,7 +3,9 @@
 //! The loop ([`crate::duties`]) asks [`crate::decisions`] what is due and hands it to a
 //! [`Publisher`], which reports what became of each tick as a [`PublishOutcome`], in tickd's own
 //! terms: the loop and the decisions know no broker. RabbitMQ is one publisher
-//! ([`crate::rabbit`], the only module that knows lapin).
+//! ([`crate::rabbit`], the only module that knows lapin); webhooks are another
+//! ([`crate::webhook`], the only one that knows HTTP); [`crate::dispatch`] hands each tick to
+//! the publisher of its destination.
 //!
 //! Where a tick goes is its [`Destination`], derived from its clock's channel by one
 //! exhaustive match ([`destination`]): a channel added to the domain does not compile here
@@ -18,7 +20,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tickd_domain::{Channel, Clock};
+use tickd_domain::{Channel, Clock, Webhook};
 
 use crate::decisions::Outgoing;
 
@@ -30,16 +32,19 @@ pub enum Destination {
         /// The queue's name.
         queue: String,
     },
+    /// A receiver's URL, with the clock's signing secret.
+    Webhook(Box<Webhook>),
 }
 
 /// Where the ticks of `clock` are delivered by a publisher, or `None` when its channel needs
 /// none: an http clock's ticks are filed straight into its replicated queue.
 pub fn destination(clock: &Clock) -> Option<Destination> {
-    match clock.channel {
+    match &clock.channel {
         Channel::Rabbit => Some(Destination::Rabbit {
             queue: Channel::rabbit_queue_name(&clock.name, &clock.schedule),
         }),
         Channel::Http { .. } => None,
+        Channel::Webhook(webhook) => Some(Destination::Webhook(webhook.clone())),
     }
 }
 
@@ -55,8 +60,29 @@ pub enum PublishOutcome {
     /// nobody consumes the clock.
     Unroutable,
     /// Not delivered this time, for the reason given: the tick stays in the outbox and is
-    /// published again with its id.
+    /// published again with its id at the next pass.
     Failed(String),
+    /// This attempt failed for the reason given; the tick stays in the outbox and is tried
+    /// again with its id once `after` has passed (a webhook's backoff, or its receiver's
+    /// `Retry-After`).
+    RetryAfter {
+        /// How long to wait before the next attempt.
+        after: Duration,
+        /// Why this attempt failed.
+        reason: String,
+    },
+    /// Not attempted, for the reason given (its receiver is backed off or busy, its kind's
+    /// publisher unreachable): the tick stays in the outbox and is offered again once `after`
+    /// has passed, without counting as an attempt.
+    Deferred {
+        /// How long to wait before offering it again.
+        after: Duration,
+        /// Why it was not attempted.
+        reason: String,
+    },
+    /// The attempts ended without a delivery, for the reason given (a receiver that refused
+    /// the tick, or retries that ran out of time): the tick leaves the outbox undelivered.
+    GaveUp(String),
 }
 
 /// The outcome of one published tick, once the destination has answered.

@@ -349,13 +349,20 @@ impl Publisher for Broker {
         ticks: &'a [Outgoing],
     ) -> BoxFuture<'a, Result<Vec<Settlement>, Refused>> {
         Box::pin(async move {
-            let messages: Vec<(&str, &Tick)> = ticks
-                .iter()
-                .map(|outgoing| {
-                    let Destination::Rabbit { queue } = &outgoing.destination;
-                    (queue.as_str(), &outgoing.tick)
-                })
-                .collect();
+            let mut messages: Vec<(&str, &Tick)> = Vec::with_capacity(ticks.len());
+            for outgoing in ticks {
+                match &outgoing.destination {
+                    Destination::Rabbit { queue } => {
+                        messages.push((queue.as_str(), &outgoing.tick))
+                    }
+                    // The dispatcher hands each publisher its own ticks only.
+                    Destination::Webhook(_) => {
+                        return Err(Refused(
+                            "a webhook tick was handed to the RabbitMQ publisher".into(),
+                        ));
+                    }
+                }
+            }
             let sent_at = Instant::now();
             let confirmations = self
                 .send(&messages)

@@ -14,6 +14,8 @@ use metrics::{
 };
 use tickd_domain::Filed;
 
+use crate::publisher::PublishOutcome;
+
 /// Scheduled ticks filed for delivery by the intents this node proposed as leader (fired).
 pub const TICKS_FILED: &str = "tickd_ticks_filed_total";
 /// Of the filed ticks, those filed after their instant: a leader change or a stall.
@@ -41,6 +43,19 @@ pub const TICK_PUBLISH_LATENESS: &str = "tickd_tick_publish_lateness_seconds";
 pub const TICK_CONFIRM_DURATION: &str = "tickd_tick_confirm_duration_seconds";
 /// Whether this node holds a live connection to RabbitMQ.
 pub const RABBITMQ_CONNECTED: &str = "tickd_rabbitmq_connected";
+/// Webhook attempts by `result`: `delivered` (2xx), `failed` (retried: another status, no
+/// answer, no connection) or `refused` (a 4xx that ends the tick's attempts).
+pub const WEBHOOK_ATTEMPTS: &str = "tickd_webhook_attempts_total";
+/// Webhook ticks given up: refused by their receiver, or not delivered within
+/// `webhook_retry_for_ms`.
+pub const WEBHOOK_GIVEN_UP: &str = "tickd_webhook_ticks_given_up_total";
+/// Webhook ticks held back without an attempt: their receiver's circuit was open, or it had
+/// the most ticks in flight it may have.
+pub const WEBHOOK_DEFERRED: &str = "tickd_webhook_ticks_deferred_total";
+/// Webhook receivers whose circuit is open on this node: they failed every recent attempt.
+pub const WEBHOOK_RECEIVERS_FAILING: &str = "tickd_webhook_receivers_failing";
+/// The results [`WEBHOOK_ATTEMPTS`] is labelled with.
+const ATTEMPT_RESULTS: [&str; 3] = ["delivered", "failed", "refused"];
 
 /// Registers the help text and unit of every engine metric with the installed recorder,
 /// and registers each metric at zero.
@@ -99,6 +114,25 @@ pub fn describe() {
         "1 while this node holds a live RabbitMQ connection, 0 otherwise (the leader opens it \
          at its first publish)"
     );
+    describe_counter!(
+        WEBHOOK_ATTEMPTS,
+        "Webhook attempts by result: delivered (2xx), failed (retried later) or refused (a 4xx \
+         that ends the tick's attempts)"
+    );
+    describe_counter!(
+        WEBHOOK_GIVEN_UP,
+        "Webhook ticks given up: refused by their receiver or not delivered within \
+         webhook_retry_for_ms"
+    );
+    describe_counter!(
+        WEBHOOK_DEFERRED,
+        "Webhook ticks held back without an attempt: their receiver's circuit was open or it \
+         had the most ticks in flight"
+    );
+    describe_gauge!(
+        WEBHOOK_RECEIVERS_FAILING,
+        "Webhook receivers this node backs off as a whole (circuit open) after failed attempts"
+    );
     // The exporter renders a metric only once it has been recorded, and these are recorded
     // only by a leader that ticks. Every node exports them from the start instead: an alert
     // such as `increase(tickd_ticks_dropped_total[15m]) > 0` sees no increase when the first
@@ -115,9 +149,15 @@ pub fn describe() {
         TICKS_REDELIVERED,
         TICKS_UNROUTABLE,
         TICK_PUBLISH_FAILURES,
+        WEBHOOK_GIVEN_UP,
+        WEBHOOK_DEFERRED,
     ] {
         counter!(name).increment(0);
     }
+    for result in ATTEMPT_RESULTS {
+        counter!(WEBHOOK_ATTEMPTS, "result" => result).increment(0);
+    }
+    gauge!(WEBHOOK_RECEIVERS_FAILING).increment(0.0);
     let _ = histogram!(TICK_PUBLISH_LATENESS);
     let _ = histogram!(TICK_CONFIRM_DURATION);
     gauge!(RABBITMQ_CONNECTED).increment(0.0);
@@ -163,6 +203,36 @@ pub(crate) fn record_publish_failure() {
 /// Records whether this node is connected to RabbitMQ.
 pub(crate) fn record_connected(connected: bool) {
     gauge!(RABBITMQ_CONNECTED).set(if connected { 1.0 } else { 0.0 });
+}
+
+/// Counts one webhook attempt: `healthy` as the receivers' circuit takes it (`Some(true)` for
+/// a delivery, `None` for a refusal, `Some(false)` for a failure) and the tick given up if
+/// `outcome` says so.
+pub(crate) fn record_webhook_attempt(healthy: Option<bool>, outcome: &PublishOutcome) {
+    let result = match healthy {
+        Some(true) => "delivered",
+        None => "refused",
+        Some(false) => "failed",
+    };
+    counter!(WEBHOOK_ATTEMPTS, "result" => result).increment(1);
+    if matches!(outcome, PublishOutcome::GaveUp(_)) {
+        record_webhook_given_up();
+    }
+}
+
+/// Counts one webhook tick given up without an attempt (its retry time had run out).
+pub(crate) fn record_webhook_given_up() {
+    counter!(WEBHOOK_GIVEN_UP).increment(1);
+}
+
+/// Counts one webhook tick held back without an attempt.
+pub(crate) fn record_webhook_deferred() {
+    counter!(WEBHOOK_DEFERRED).increment(1);
+}
+
+/// Records how many webhook receivers have an open circuit.
+pub(crate) fn record_webhook_circuits(open: usize) {
+    gauge!(WEBHOOK_RECEIVERS_FAILING).set(u32::try_from(open).unwrap_or(u32::MAX));
 }
 
 /// Records a duration in seconds, the unit of every engine histogram.

@@ -15,6 +15,9 @@ use crate::listener::{self, ListenerLimits};
 use crate::tls::TlsFiles;
 
 mod links;
+pub mod webhook;
+
+pub use webhook::WebhookConfig;
 
 /// Default API address of the embedded single node (SPEC §8).
 pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9643));
@@ -84,6 +87,12 @@ struct ClusterFile {
     api_require_client_cert: Option<bool>,
     dashboard_dir: Option<PathBuf>,
     insecure: Option<bool>,
+    webhook_allow_private: Option<bool>,
+    webhook_retry_for_ms: Option<u64>,
+    webhook_timeout_ms: Option<u64>,
+    webhook_max_concurrency: Option<usize>,
+    webhook_max_concurrency_per_receiver: Option<usize>,
+    webhook_ca_file: Option<PathBuf>,
     #[serde(default)]
     node: Vec<NodeEntry>,
 }
@@ -174,6 +183,8 @@ pub struct NodeConfig {
     pub dashboard_dir: Option<PathBuf>,
     /// The tick engine's settings.
     pub engine: tickd_engine::EngineConfig,
+    /// The webhook channel's settings.
+    pub webhook: WebhookConfig,
 }
 
 /// The engine settings when the cluster file does not set them.
@@ -277,6 +288,7 @@ impl NodeConfig {
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_MB * MIB,
             dashboard_dir: None,
             engine: default_engine(),
+            webhook: WebhookConfig::default(),
         }
     }
 
@@ -756,6 +768,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     };
     let strangers = stranger_quota(&file)?;
     let max_clock_offset = max_clock_offset(&file)?;
+    let webhook = webhook::settings(&file, base).map_err(Problem::Invalid)?;
     let dashboard_dir = file.dashboard_dir.as_ref().map(|dir| base.join(dir));
     if let Some(dir) = &dashboard_dir {
         tickd_api::dashboard::folder::check(dir)
@@ -811,6 +824,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
                 .map_or(DEFAULT_CATCH_UP, Duration::from_millis),
             http_queue_limit: file.http_queue_limit.unwrap_or(DEFAULT_HTTP_QUEUE_LIMIT),
         },
+        webhook,
     })
 }
 

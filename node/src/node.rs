@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tickd_api::{AccessToken, ApiConfig, CheckSpace, PollTracker, QueueDeclarer};
-use tickd_engine::{Broker, Publisher};
+use tickd_engine::{Broker, Publisher, Publishers, Webhooks};
 use tickd_raft::cluster_clock::ClusterClock;
 use tickd_raft::network::{PeerNetwork, PeerSecurity, PeerTransport};
 use tickd_raft::peer_auth::PeerAuth;
@@ -51,6 +51,9 @@ pub enum NodeError {
     /// The RabbitMQ settings cannot be used.
     #[error(transparent)]
     Broker(#[from] BrokerConfigError),
+    /// The HTTP client for webhooks could not be built.
+    #[error(transparent)]
+    Webhooks(#[from] tickd_engine::webhook::ClientError),
     /// The HTTP client for peers could not be built.
     #[error("cannot build the HTTP client for peers: {0}")]
     Transport(#[from] tickd_raft::network::ClientSetupError),
@@ -111,6 +114,11 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         config.api.ip().is_loopback(),
     )?;
     let broker_endpoint = broker::endpoint(rabbit_uri, config.rabbit_ca_file.as_deref())?;
+    let webhooks = Webhooks::new(
+        config.webhook.engine.clone(),
+        tls::webhook_client_config(config.webhook.ca_file.as_deref())?,
+        &format!("tickd-node-{}", config.id),
+    )?;
     let data_dir = config.data_dir.clone();
     let data_dir_error = |source| NodeError::DataDir {
         path: data_dir.clone(),
@@ -245,7 +253,10 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let declarer = broker
         .clone()
         .map(|broker| Arc::new(RabbitQueues(broker)) as Arc<dyn QueueDeclarer>);
-    let publisher = broker.map(|broker| Arc::new(broker) as Arc<dyn Publisher>);
+    let publishers = Publishers {
+        rabbit: broker.map(|broker| Arc::new(broker) as Arc<dyn Publisher>),
+        webhook: Arc::new(webhooks),
+    };
     let api = ApiConfig {
         token: AccessToken::new(token),
         operator_token,
@@ -254,6 +265,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         link_hosts: config.link_hosts.clone(),
         tls: tls.is_some(),
         rabbit_uri: client_uri,
+        webhook_allow_private: config.webhook.engine.allow_private,
         max_clocks: config.max_clocks,
         metrics_require_token: config.metrics_require_token,
         max_long_polls: config.max_long_polls,
@@ -306,7 +318,12 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     );
     supervisor.spawn(
         "engine",
-        tickd_engine::run(replica.clone(), publisher, config.engine.clone(), stopped),
+        tickd_engine::run(
+            replica.clone(),
+            Some(Arc::new(publishers) as Arc<dyn Publisher>),
+            config.engine.clone(),
+            stopped,
+        ),
     );
     supervisor.spawn("Raft listener", raft_server);
     supervisor.spawn("API listener", api_server);

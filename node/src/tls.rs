@@ -149,6 +149,40 @@ pub fn client_config_from_files(
     client_config(read_roots(ca)?, identity)
 }
 
+/// The configuration of webhook deliveries to `https` receivers: the system's roots, plus
+/// the certificates of `ca_file` (`webhook_ca_file`) for receivers whose certificate no public
+/// CA signed. A host without a system bundle (the Debian package only recommends
+/// ca-certificates) still starts: it says so, and `https` deliveries fail until one exists.
+pub fn webhook_client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, TlsError> {
+    let mut roots = RootCertStore::empty();
+    let system = rustls_native_certs::load_native_certs();
+    if let Some(error) = system.errors.first() {
+        tracing::warn!(%error, "some of the system's CA certificates could not be read");
+    }
+    roots.add_parsable_certificates(system.certs);
+    if let Some(path) = ca_file {
+        for certificate in read_certificates("webhook CA certificate", path)? {
+            roots.add(certificate).map_err(|error| TlsError::Refused {
+                what: "the webhook CA certificate",
+                message: error.to_string(),
+            })?;
+        }
+    }
+    if roots.is_empty() {
+        tracing::warn!(
+            "no CA certificate to verify https webhook receivers with: install the system's \
+             (ca-certificates) or set webhook_ca_file; https deliveries fail until then"
+        );
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(refused("the webhook client configuration"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![HTTP1.to_vec()];
+    Ok(config)
+}
+
 type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 /// Whose certificate and key a pair of files holds, for messages.

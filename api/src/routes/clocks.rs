@@ -9,13 +9,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tickd_domain::{
-    Channel, ClockFilter, ClockId, ClockStatus, Command, Excerpt, Level, Outcome, Schedule,
-    Selection, calendar_needs_level, validate_name,
+    Channel, ClockFilter, ClockId, Command, Excerpt, Level, Outcome, Schedule, Selection,
+    calendar_needs_level, validate_name, webhooks_need_level,
 };
 use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::base_url::BaseUrl;
+use crate::channel_choice::{self, RequestedChannel};
 use crate::error::{ApiError, BodyShape, ErrorBody};
 use crate::ids;
 use crate::level_wait;
@@ -38,6 +39,10 @@ pub struct RegisterBody {
     /// holds it against `Schedule::parse`); no pattern can state the calendar grammar.
     #[schema(value_type = String, required = true, max_length = 46, pattern = r"^(@never|every\.0*([1-9][0-9]{0,6}|[12][0-9]{7}|30[0-9]{6}|31[0-5][0-9]{5}|316[01][0-9]{4}|3162[01][0-9]{3}|31622[0-3][0-9]{2}|3162240{2})\.seconds?|every\.0*([1-9][0-9]{0,4}|[1-4][0-9]{5}|5[01][0-9]{4}|52[0-6][0-9]{3}|5270[0-3][0-9]|527040)\.minutes?|every\.0*([1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-7][0-9]|878[0-4])\.hours?|every\.0*([1-9][0-9]?|[12][0-9]{2}|3[0-5][0-9]|36[0-6])\.days?)$")]
     schedule: Option<String>,
+    /// tickd's: the channel the ticks should take, when not the cluster's default (`rabbit`
+    /// with a broker, `http` otherwise). Ticktok's clients never send it.
+    #[serde(default)]
+    channel: Option<RequestedChannel>,
 }
 
 /// What a registration body looks like, for the errors that reject one.
@@ -62,6 +67,21 @@ fn rabbit_queue(name: &str, schedule: &Schedule) -> Result<String, ApiError> {
         )));
     }
     Ok(queue)
+}
+
+/// A webhook clock needs a cluster whose every voter can decode its channel (waiting a
+/// moment for a new cluster's level).
+async fn check_webhook_level(app: &AppState, channel: &Channel) -> Result<(), ApiError> {
+    if !matches!(channel, Channel::Webhook(_))
+        || level_wait::reached(app, Level::has_webhooks).await
+    {
+        return Ok(());
+    }
+    let level = app.replica.state().read().cluster_level;
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        webhooks_need_level(level),
+    ))
 }
 
 /// A calendar schedule needs a cluster whose every voter can parse it (waiting a moment for
@@ -103,8 +123,11 @@ async fn check_calendar(app: &AppState, schedule: &Schedule) -> Result<(), ApiEr
         (status = 201, description = "The clock, with its channel", body = ClockView,
             headers(("Location" = String,
                 description = "The clock's URL with `?access_token=` (Ticktok compat)"))),
-        (status = 400, description = "Invalid name, schedule or JSON", body = ErrorBody),
+        (status = 400, description = "Invalid name, schedule, channel or JSON; a webhook URL \
+            whose host is not public", body = ErrorBody),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
+        (status = 409, description = "The clock of this name and schedule exists with another \
+            channel (or webhook URL) than the one asked for", body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not declared as JSON", body = ErrorBody),
         (status = 429, description = "The cluster holds `max_clocks` clocks", body = ErrorBody),
@@ -126,12 +149,17 @@ pub async fn register(
     let schedule =
         Schedule::parse(&schedule).map_err(|error| ApiError::bad_request(error.to_string()))?;
     check_calendar(&app, &schedule).await?;
-    let (channel, rabbit_queue) = match &app.config.rabbit_uri {
-        Some(_) => (Channel::Rabbit, Some(rabbit_queue(&name, &schedule)?)),
-        None => {
-            let queue_id = ids::queue_id();
-            (Channel::Http { queue_id }, None)
-        }
+    let requested = body.channel.as_ref();
+    let channel = channel_choice::choose(
+        requested,
+        app.config.rabbit_uri.is_some(),
+        app.config.webhook_allow_private,
+    )
+    .await?;
+    check_webhook_level(&app, &channel).await?;
+    let rabbit_queue = match channel {
+        Channel::Rabbit => Some(rabbit_queue(&name, &schedule)?),
+        Channel::Http { .. } | Channel::Webhook(_) => None,
     };
     // A new clock grows every node's log and snapshot; refused while this node's disk is
     // below its reserve, before the disk fills and stops its consensus core.
@@ -161,18 +189,16 @@ pub async fn register(
         Outcome::Rejected { reason } => return Err(ApiError::bad_request(reason)),
         other => return Err(unexpected(&other)),
     };
+    if !created && let Some(conflict) = channel_choice::conflict(&clock, requested) {
+        return Err(conflict);
+    }
     // A new clock shows PENDING in this response, as Ticktok's server did; its stored status
     // is already ACTIVE, since registration is one atomic command.
-    let shown_status = if created {
-        ClockStatus::Pending
-    } else {
-        clock.status
-    };
     let context = ChannelContext {
         rabbit_uri: app.config.rabbit_uri.as_deref(),
     };
     let now_ms = app.replica.clock().now_ms();
-    let view = ClockView::registered(&clock, shown_status, &base, &context, now_ms);
+    let view = ClockView::registered(&clock, created, &base, &context, now_ms);
     let location = format!(
         "{}?access_token={}",
         clock_url(&base, &clock.id.text()),

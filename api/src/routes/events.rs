@@ -120,6 +120,7 @@ impl ClockSummary {
             channel: match clock.channel {
                 Channel::Rabbit => "rabbit",
                 Channel::Http { .. } => "http",
+                Channel::Webhook(_) => "webhook",
             },
             next_at_ms,
             next_tick: next_at_ms.map(rfc3339_millis),

@@ -61,8 +61,8 @@ pub struct ClockTicks {
     name: String,
     /// Its schedule.
     schedule: String,
-    /// Ticks delivered: confirmed by RabbitMQ, or returned by a pop. Each count stops at
-    /// 4 294 967 295.
+    /// Ticks delivered: confirmed by RabbitMQ, taken by a webhook receiver (2xx), or returned
+    /// by a pop. Each count stops at 4 294 967 295.
     delivered: u32,
     /// Scheduled ticks filed after their instant (a leader change, a stall, an outage).
     late: u32,
@@ -70,6 +70,13 @@ pub struct ClockTicks {
     coalesced: u32,
     /// Ticks dropped from the clock's full http queue.
     dropped: u32,
+    /// Ticks that took more than one attempt (a webhook receiver that failed, then took it).
+    retried: u32,
+    /// Failed attempts of settled ticks (an error status, no answer, no connection).
+    failed: u32,
+    /// Webhook ticks given up: refused by their receiver with a 4xx, or not taken within
+    /// `webhook_retry_for_ms`.
+    given_up: u32,
     /// The last delivered tick; null before the first.
     last_tick: Option<LastTick>,
     /// How late the last few delivered ticks were, in milliseconds, oldest first (at most 8;
@@ -117,6 +124,9 @@ impl TickStats {
                     late: stats.late,
                     coalesced: stats.coalesced,
                     dropped: stats.dropped,
+                    retried: stats.retried,
+                    failed: stats.failed,
+                    given_up: stats.given_up,
                     last_tick: stats.last.map(|last| LastTick {
                         scheduled_at: rfc3339_millis(last.due_at_ms),
                         delivered_at: rfc3339_millis(last.delivered_at_ms()),

@@ -46,7 +46,8 @@ impl Registry {
             Command::Confirm {
                 ticks,
                 published_ms,
-            } => self.confirm(level, ticks, published_ms),
+                attempts,
+            } => self.confirm(level, ticks, published_ms, attempts),
             Command::Pop {
                 queue,
                 now_ms,
@@ -106,28 +107,52 @@ impl Registry {
         Outcome::Popped(popped)
     }
 
-    /// Removes the ticks the broker settled from the outbox; those it stored count as
-    /// delivered when they were published.
+    /// Removes the ticks the publisher settled from the outbox; those it delivered count as
+    /// delivered when they were published, and every tick's attempts are counted.
     fn confirm(
         &mut self,
         level: Level,
         ticks: Vec<(u64, TickId)>,
         published_ms: Vec<Option<u64>>,
+        attempts: Vec<u32>,
     ) -> Outcome {
         let published =
             (level.keeps_tick_stats() && published_ms.len() == ticks.len()).then_some(published_ms);
+        let attempts = (attempts.len() == ticks.len()).then_some(attempts);
         let mut count = 0u64;
         for (index, key) in ticks.into_iter().enumerate() {
             let Some(tick) = self.ledger.settle(&key) else {
                 continue;
             };
             count = count.saturating_add(1);
-            let delivered_at = published.as_ref().and_then(|all| all.get(index).copied());
-            if let Some(Some(delivered_at_ms)) = delivered_at {
+            let Some(delivered_at) = published.as_ref().and_then(|all| all.get(index).copied())
+            else {
+                continue;
+            };
+            if let Some(delivered_at_ms) = delivered_at {
                 self.note_delivered(&tick, delivered_at_ms);
             }
+            let attempts = attempts
+                .as_ref()
+                .and_then(|all| all.get(index).copied())
+                .unwrap_or(1);
+            self.note_attempts(&tick, attempts, delivered_at.is_none());
         }
         Outcome::Confirmed { count }
+    }
+
+    /// Counts the `attempts` of a settled tick; one that nobody received was given up if its
+    /// clock is a webhook clock (a RabbitMQ tick returned by the broker was not: its queue is
+    /// gone, and the clock with it).
+    fn note_attempts(&mut self, tick: &Tick, attempts: u32, undelivered: bool) {
+        let given_up = undelivered
+            && self
+                .clocks
+                .get(&tick.clock)
+                .is_some_and(|clock| matches!(clock.channel, Channel::Webhook(_)));
+        self.clocks.modify_cursor(&tick.clock, |cursor| {
+            cursor.stats.attempted(attempts, given_up);
+        });
     }
 
     /// Replaces a registry without clocks by a backed-up one; see [`Command::Restore`].
@@ -162,6 +187,16 @@ impl Registry {
         {
             return Outcome::Rejected {
                 reason: calendar_needs_level(level),
+            };
+        }
+        if !level.has_webhooks()
+            && snapshot
+                .clocks
+                .iter()
+                .any(|clock| matches!(clock.channel, Channel::Webhook(_)))
+        {
+            return Outcome::Rejected {
+                reason: webhooks_need_level(level),
             };
         }
         // The API checks the same before proposing; apply checks again, because it must be
@@ -223,6 +258,11 @@ impl Registry {
         if schedule.is_calendar() && !level.has_calendar_schedules() {
             return Outcome::Rejected {
                 reason: calendar_needs_level(level),
+            };
+        }
+        if matches!(channel, Channel::Webhook(_)) && !level.has_webhooks() {
+            return Outcome::Rejected {
+                reason: webhooks_need_level(level),
             };
         }
         if let Some(clock) = self.find(&name, &schedule) {
@@ -351,7 +391,7 @@ impl Registry {
         // pause is delivered. Manual ticks stay.
         let queue = match &clock.channel {
             Channel::Http { queue_id } => Some(queue_id),
-            Channel::Rabbit => None,
+            Channel::Rabbit | Channel::Webhook(_) => None,
         };
         self.ledger.withdraw_scheduled(id, queue, now_ms);
         Outcome::Updated(clock)
@@ -566,10 +606,19 @@ fn file_due_ticks(
 
 /// Why a calendar schedule is refused at `level`.
 pub fn calendar_needs_level(level: Level) -> String {
+    needs_level("calendar schedules", level)
+}
+
+/// Why a webhook clock is refused at `level`.
+pub fn webhooks_need_level(level: Level) -> String {
+    needs_level("webhook clocks", level)
+}
+
+fn needs_level(what: &str, level: Level) -> String {
     format!(
-        "calendar schedules need cluster level {} (this cluster runs at level {level}): every \
-         node must run a release that has them; finish the upgrade, or wait a few seconds if \
-         the cluster has just formed",
+        "{what} need cluster level {} (this cluster runs at level {level}): every node must \
+         run a release that has them; finish the upgrade, or wait a few seconds if the cluster \
+         has just formed",
         Level::V0_3
     )
 }
@@ -582,7 +631,7 @@ fn scheduled_tick(clock: &Clock, instant_ms: u64) -> Tick {
 /// Where a clock's ticks are filed.
 fn destination(clock: &Clock) -> Destination<'_> {
     match &clock.channel {
-        Channel::Rabbit => Destination::Outbox,
+        Channel::Rabbit | Channel::Webhook(_) => Destination::Outbox,
         Channel::Http { queue_id } => Destination::Queue(queue_id),
     }
 }

@@ -81,6 +81,12 @@ pub enum Command {
         /// per tick.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         published_ms: Vec<Option<u64>>,
+        /// For each of `ticks`, in the same order: how many attempts the leader made, the last
+        /// of which delivered it (or gave it up, if `published_ms` says `None` for a webhook
+        /// clock). Empty when every tick took one attempt, as every tick of a release without
+        /// webhooks did; ignored unless it has one entry per tick.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attempts: Vec<u32>,
     },
     /// A poll of an http queue: remove and return the ticks due at `now_ms`.
     ///

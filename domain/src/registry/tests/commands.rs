@@ -117,6 +117,7 @@ fn command_kinds_name_each_command_for_spans_and_metrics() {
             Command::Confirm {
                 ticks: Vec::new(),
                 published_ms: Vec::new(),
+                attempts: Vec::new(),
             },
             "confirm",
         ),

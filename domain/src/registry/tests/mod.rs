@@ -172,6 +172,7 @@ fn outage_then_deliveries(level: Level) -> (Registry, Clock) {
         Command::Confirm {
             ticks: vec![key(90_000), key(100_000)],
             published_ms: vec![Some(165_000), None],
+            attempts: Vec::new(),
         },
     );
     for command in [

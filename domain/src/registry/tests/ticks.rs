@@ -30,6 +30,7 @@ fn intents_file_the_ticks_of_active_clocks_once() {
     let confirmed = registry.apply(Command::Confirm {
         ticks: vec![(1_000, TickId::scheduled(&id("ra"), 1_000))],
         published_ms: Vec::new(),
+        attempts: Vec::new(),
     });
     assert_eq!(confirmed, Outcome::Confirmed { count: 1 });
     assert_eq!(outbox_ids(&registry), ["ra-2000", "rb-2000"]);
@@ -350,6 +351,7 @@ fn confirm_counts_each_tick_it_removes_once() {
     let confirmed = registry.apply(Command::Confirm {
         ticks: vec![key(1_000), key(2_000), key(2_000), key(9_000)],
         published_ms: Vec::new(),
+        attempts: Vec::new(),
     });
     assert_eq!(confirmed, Outcome::Confirmed { count: 2 });
     assert_eq!(outbox_ids(&registry), ["ra-3000"]);
@@ -430,6 +432,7 @@ fn manual_ticks_waiting_for_the_broker_are_refused_past_the_queue_limit() {
     registry.apply(Command::Confirm {
         ticks: vec![first],
         published_ms: Vec::new(),
+        attempts: Vec::new(),
     });
     assert!(matches!(tick(&mut registry, "ra", 5), Outcome::Updated(_)));
 }

@@ -1,0 +1,435 @@
+//! Webhooks as the engine's publisher of [`Destination::Webhook`] ticks (SPEC §5): each tick
+//! `POST`ed as its JSON message to its clock's URL, signed as Standard Webhooks specifies,
+//! `webhook-id` = its `tick_id`.
+//!
+//! One attempt per publish; what follows is the loop's, from the [`PublishOutcome`] each
+//! attempt settles as:
+//!
+//! * a 2xx is [`PublishOutcome::Delivered`];
+//! * a 4xx other than 408 and 429 is [`PublishOutcome::GaveUp`] at once: the receiver refused
+//!   the tick, and asking again would not change its mind;
+//! * anything else (another status, a redirect, which is never followed, no answer within the
+//!   attempt timeout, a refused connection or address) is [`PublishOutcome::RetryAfter`] an
+//!   exponential backoff with jitter ([`backoff`]), or the receiver's `Retry-After` if it
+//!   asks for longer, until `retry_for` after the tick's instant; then it is given up.
+//!
+//! The outbox keeps every tick until it is delivered or given up, and the decisions keep the
+//! waits: a new leader tries every unconfirmed tick again at once, with the same
+//! `webhook-id`. Isolation, per receiver and in total, is [`receivers`]'s.
+
+mod receivers;
+mod resolver;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::FutureExt as _;
+use futures::future::{self, BoxFuture};
+use rand::Rng as _;
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use tickd_domain::{Tick, Webhook, webhook::address_allowed};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::decisions::Outgoing;
+use crate::publisher::{Destination, PublishOutcome, Publisher, Refused, Settlement};
+use crate::telemetry;
+
+pub use receivers::{CIRCUIT_FAILURES, CIRCUIT_OPEN, CIRCUIT_OPEN_MAX};
+
+use receivers::{Admission, Change, Receivers};
+use resolver::PublicResolver;
+
+/// The first backoff; each failed attempt doubles it, up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts of one tick (a receiver's `Retry-After` may ask for
+/// longer, within the retry time).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How much of a receiver's answer is read: enough for the reason of a failure in the log.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024;
+/// How long a connection may take to open, within the attempt's timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The webhook settings of the cluster file.
+#[derive(Clone, Debug)]
+pub struct WebhookSettings {
+    /// How long after its instant a tick is still tried (`webhook_retry_for_ms`).
+    pub retry_for: Duration,
+    /// How long one attempt may take, answer read included (`webhook_timeout_ms`).
+    pub attempt_timeout: Duration,
+    /// Whether ticks may go to loopback, private and other internal addresses
+    /// (`webhook_allow_private`).
+    pub allow_private: bool,
+    /// Attempts at once to one receiver (host and port).
+    pub per_receiver: usize,
+    /// Ticks admitted for one receiver, running or waiting for one of its slots.
+    pub admitted_per_receiver: usize,
+    /// Attempts at once to all receivers together.
+    pub total: usize,
+}
+
+/// Why the webhook client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the webhook HTTP client: {0}")]
+pub struct ClientError(String);
+
+/// The webhook publisher.
+#[derive(Clone)]
+pub struct Webhooks {
+    client: reqwest::Client,
+    settings: WebhookSettings,
+    receivers: Arc<Mutex<Receivers>>,
+    total: Arc<Semaphore>,
+    user_agent: String,
+}
+
+impl std::fmt::Debug for Webhooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhooks")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Webhooks {
+    /// A publisher with `settings` that trusts `tls`'s roots for `https` (the system's and
+    /// `webhook_ca_file`'s, as the node builds it). `node` names this node in the User-Agent.
+    pub fn new(
+        settings: WebhookSettings,
+        tls: rustls::ClientConfig,
+        node: &str,
+    ) -> Result<Self, ClientError> {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(settings.attempt_timeout)
+            .connect_timeout(CONNECT_TIMEOUT.min(settings.attempt_timeout))
+            .pool_max_idle_per_host(settings.per_receiver)
+            .dns_resolver(Arc::new(PublicResolver {
+                allow_private: settings.allow_private,
+            }))
+            .build()
+            .map_err(|error| ClientError(error.to_string()))?;
+        Ok(Webhooks {
+            client,
+            receivers: Arc::new(Mutex::new(Receivers::new(
+                settings.per_receiver,
+                settings.admitted_per_receiver,
+            ))),
+            total: Arc::new(Semaphore::new(settings.total.max(1))),
+            settings,
+            user_agent: format!("tickd/{} ({node})", env!("CARGO_PKG_VERSION")),
+        })
+    }
+
+    /// The receivers' state, whatever a panicking holder left: every change to it is one
+    /// step that leaves it consistent.
+    fn receivers(&self) -> std::sync::MutexGuard<'_, Receivers> {
+        self.receivers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The settlement of one tick to `webhook`, its `attempt`-th by this leader.
+    fn settlement(&self, tick: &Tick, webhook: &Webhook, attempt: u32) -> Settlement {
+        let now_ms = wall_ms();
+        let deadline_ms = tick
+            .due_at_ms
+            .saturating_add(duration_ms(self.settings.retry_for));
+        if now_ms >= deadline_ms {
+            telemetry::record_webhook_given_up();
+            return ready(PublishOutcome::GaveUp(format!(
+                "not delivered within webhook_retry_for_ms ({} ms) of its instant",
+                duration_ms(self.settings.retry_for)
+            )));
+        }
+        if let Some(address) = webhook.url.literal_address()
+            && !address_allowed(address, self.settings.allow_private)
+        {
+            let outcome = self.retry(
+                attempt,
+                None,
+                deadline_ms,
+                format!(
+                    "{address} is not a public address; ticks are not sent to internal \
+                     addresses unless the cluster file sets webhook_allow_private = true"
+                ),
+            );
+            telemetry::record_webhook_attempt(Some(false), &outcome);
+            return ready(outcome);
+        }
+        let receiver = webhook.url.authority();
+        let slots = match self.receivers().admit(&receiver, Instant::now()) {
+            Admission::Go(slots) => slots,
+            Admission::Wait { after, reason } => {
+                telemetry::record_webhook_deferred();
+                return ready(PublishOutcome::Deferred {
+                    after,
+                    reason: reason.to_owned(),
+                });
+            }
+        };
+        let this = self.clone();
+        let request = self.request(tick, webhook);
+        let task = tokio::spawn(async move {
+            let attempt_outcome = async {
+                // The receiver's own slot first: a tick that waits for its receiver must not
+                // hold one of the slots every receiver shares.
+                let _slot = slots.acquire().await;
+                let _total = this.total.acquire().await;
+                let started = Instant::now();
+                let answer = request.send().await;
+                (started.elapsed(), answer)
+            };
+            let (elapsed, answer) = attempt_outcome.await;
+            let (healthy, outcome) = match answer {
+                Ok(response) => this.answered(response, elapsed, attempt, deadline_ms).await,
+                Err(error) => (
+                    Some(false),
+                    this.retry(attempt, None, deadline_ms, describe(&error)),
+                ),
+            };
+            telemetry::record_webhook_attempt(healthy, &outcome);
+            match this
+                .receivers()
+                .finished(&receiver, healthy, Instant::now())
+            {
+                Change::None => {}
+                Change::StartedFailing => tracing::warn!(
+                    receiver = %receiver,
+                    reason = %reason_of(&outcome),
+                    "a webhook receiver failed a delivery; its ticks are retried with backoff"
+                ),
+                Change::Opened => tracing::warn!(
+                    receiver = %receiver,
+                    failures = CIRCUIT_FAILURES,
+                    reason = %reason_of(&outcome),
+                    "a webhook receiver keeps failing: its ticks are held back and it is probed \
+                     now and then (circuit open)"
+                ),
+            }
+            telemetry::record_webhook_circuits(this.receivers().open_circuits());
+            outcome
+        });
+        task.map(|joined| {
+            joined.unwrap_or_else(|error| PublishOutcome::RetryAfter {
+                after: FIRST_BACKOFF,
+                reason: format!("the attempt's task ended: {error}"),
+            })
+        })
+        .boxed()
+    }
+
+    /// The signed request of `tick` to `webhook`.
+    fn request(&self, tick: &Tick, webhook: &Webhook) -> reqwest::RequestBuilder {
+        let body = serde_json::to_vec(&tick.message()).unwrap_or_default();
+        let id = tick.id.to_string();
+        let timestamp_s = wall_ms() / 1_000;
+        let signature = webhook.secret.sign(&id, timestamp_s, &body);
+        self.client
+            .post(webhook.url.as_url().clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(reqwest::header::USER_AGENT, &self.user_agent)
+            .header("webhook-id", id)
+            .header("webhook-timestamp", timestamp_s.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+    }
+
+    /// What an answer means, with the receiver's health: a 2xx delivers; a 4xx but 408 and
+    /// 429 refuses the tick for good (the receiver is up); anything else is retried.
+    async fn answered(
+        &self,
+        mut response: reqwest::Response,
+        elapsed: Duration,
+        attempt: u32,
+        deadline_ms: u64,
+    ) -> (Option<bool>, PublishOutcome) {
+        let status = response.status();
+        let asked_wait = retry_after(response.headers());
+        let excerpt = read_excerpt(&mut response).await;
+        let reason = if excerpt.is_empty() {
+            format!("the receiver answered {status}")
+        } else {
+            format!("the receiver answered {status}: {excerpt}")
+        };
+        if status.is_success() {
+            return (Some(true), PublishOutcome::Delivered { after: elapsed });
+        }
+        if status.is_client_error()
+            && status != StatusCode::REQUEST_TIMEOUT
+            && status != StatusCode::TOO_MANY_REQUESTS
+        {
+            return (None, PublishOutcome::GaveUp(reason));
+        }
+        (
+            Some(false),
+            self.retry(attempt, asked_wait, deadline_ms, reason),
+        )
+    }
+
+    /// The retry after a failed `attempt`: the backoff, or the receiver's `asked_wait` if
+    /// longer; given up if the next attempt would come after `deadline_ms`.
+    fn retry(
+        &self,
+        attempt: u32,
+        asked_wait: Option<Duration>,
+        deadline_ms: u64,
+        reason: String,
+    ) -> PublishOutcome {
+        let wait =
+            backoff(attempt, rand::rng().random::<f64>()).max(asked_wait.unwrap_or_default());
+        if wall_ms().saturating_add(duration_ms(wait)) >= deadline_ms {
+            return PublishOutcome::GaveUp(format!(
+                "{reason}; the next attempt would come after webhook_retry_for_ms ({} ms) of \
+                 its instant",
+                duration_ms(self.settings.retry_for)
+            ));
+        }
+        PublishOutcome::RetryAfter {
+            after: wait,
+            reason,
+        }
+    }
+}
+
+impl Publisher for Webhooks {
+    fn publish<'a>(
+        &'a self,
+        ticks: &'a [Outgoing],
+    ) -> BoxFuture<'a, Result<Vec<Settlement>, Refused>> {
+        let settlements = ticks
+            .iter()
+            .map(|outgoing| match &outgoing.destination {
+                Destination::Webhook(webhook) => {
+                    self.settlement(&outgoing.tick, webhook, outgoing.attempt)
+                }
+                Destination::Rabbit { .. } => ready(PublishOutcome::Failed(
+                    "a RabbitMQ tick was handed to the webhook publisher".into(),
+                )),
+            })
+            .collect();
+        future::ready(Ok(settlements)).boxed()
+    }
+}
+
+/// The wait after a failed `attempt` (1 for the first): [`FIRST_BACKOFF`] doubled for each
+/// attempt before it, at most [`MAX_BACKOFF`], with "equal jitter": half of it fixed and the
+/// other half scaled by `jitter` (a random number in [0, 1)), so that the ticks of a receiver
+/// that failed them together do not come back together.
+pub fn backoff(attempt: u32, jitter: f64) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(16);
+    let full = FIRST_BACKOFF
+        .saturating_mul(1u32 << doublings)
+        .min(MAX_BACKOFF);
+    let half = full / 2;
+    half + half.mul_f64(jitter.clamp(0.0, 1.0))
+}
+
+/// The wait a `Retry-After` header asks for: seconds, or an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+/// At most [`MAX_RESPONSE_BYTES`] of an answer's body, as text for a log line; the rest is
+/// never read.
+async fn read_excerpt(response: &mut reqwest::Response) -> String {
+    let mut read = Vec::new();
+    while read.len() < MAX_RESPONSE_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    read.truncate(MAX_RESPONSE_BYTES);
+    let text = String::from_utf8_lossy(&read);
+    let text: String = text.chars().take(200).collect();
+    text.trim().to_owned()
+}
+
+/// An error with its causes, as one line: reqwest's own says only "error sending request".
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = if error.is_timeout() {
+        "no answer within webhook_timeout_ms".to_owned()
+    } else {
+        error.to_string()
+    };
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Why an attempt failed, for the log.
+fn reason_of(outcome: &PublishOutcome) -> &str {
+    match outcome {
+        PublishOutcome::RetryAfter { reason, .. }
+        | PublishOutcome::Deferred { reason, .. }
+        | PublishOutcome::GaveUp(reason)
+        | PublishOutcome::Failed(reason) => reason,
+        PublishOutcome::Delivered { .. } | PublishOutcome::Unroutable => "",
+    }
+}
+
+fn ready(outcome: PublishOutcome) -> Settlement {
+    future::ready(outcome).boxed()
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, duration_ms)
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::header::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_to_its_cap_with_half_of_it_jittered() {
+        let secs = |attempt, jitter| backoff(attempt, jitter).as_secs_f64();
+        assert_eq!(secs(1, 0.0), 0.5);
+        assert_eq!(secs(1, 1.0), 1.0);
+        assert_eq!(secs(2, 0.0), 1.0);
+        assert_eq!(secs(3, 0.5), 3.0);
+        assert_eq!(secs(7, 1.0), 60.0, "64 s capped at a minute");
+        assert_eq!(
+            secs(u32::MAX, 0.0),
+            30.0,
+            "no overflow on a huge attempt count"
+        );
+    }
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_a_date() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(7)));
+        let later = SystemTime::now() + Duration::from_secs(120);
+        let date = httpdate::fmt_http_date(later);
+        headers.insert(RETRY_AFTER, HeaderValue::from_str(&date).expect("a header"));
+        let asked = retry_after(&headers).expect("a date is a wait");
+        assert!(
+            (Duration::from_secs(118)..=Duration::from_secs(120)).contains(&asked),
+            "{asked:?}"
+        );
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&headers), None);
+    }
+}
