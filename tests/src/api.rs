@@ -148,7 +148,44 @@ pub fn describe(error: &reqwest::Error) -> String {
 /// `POST /api/v1/clocks` with `{"name", "schedule"}`.
 pub async fn register(cluster: &TestCluster, node: NodeId, name: &str, schedule: &str) -> Reply {
     let body = json!({ "name": name, "schedule": schedule });
-    send(authed(cluster, Method::POST, node, CLOCKS_PATH).json(&body)).await
+    register_body(cluster, node, &body).await
+}
+
+/// `POST /api/v1/clocks` of a webhook clock whose ticks go to `url`.
+pub async fn register_webhook(
+    cluster: &TestCluster,
+    node: NodeId,
+    name: &str,
+    schedule: &str,
+    url: &str,
+) -> Reply {
+    let body = json!({
+        "name": name,
+        "schedule": schedule,
+        "channel": {"type": "webhook", "url": url},
+    });
+    register_body(cluster, node, &body).await
+}
+
+/// `POST /api/v1/clocks` with `body` as it is.
+pub async fn register_body(cluster: &TestCluster, node: NodeId, body: &Value) -> Reply {
+    send(authed(cluster, Method::POST, node, CLOCKS_PATH).json(body)).await
+}
+
+/// The tick statistics of clock `id` (`GET /api/v1/stats?id=`), read through `node`; `Err`
+/// says what came back instead.
+pub async fn stats_of(cluster: &TestCluster, node: NodeId, id: &str) -> Result<Value, String> {
+    let path = format!("/api/v1/stats?id={id}");
+    let (status, _, body) = send(authed(cluster, Method::GET, node, &path)).await;
+    if status != StatusCode::OK {
+        return Err(format!("stats on node {node}: {status} {body}"));
+    }
+    match body["clocks"].as_array().map(Vec::as_slice) {
+        Some([clock]) => Ok(clock.clone()),
+        _ => Err(format!(
+            "stats on node {node} do not hold exactly clock {id}: {body}"
+        )),
+    }
 }
 
 /// `GET /api/v1/clocks/{id}`.

@@ -21,6 +21,8 @@
 //! - [`browser`]: a headless Chromium over WebDriver, for the dashboard.
 //! - [`releases`]: earlier releases of tickd built from the repository's history, to upgrade
 //!   a cluster from.
+//! - [`webhook`]: a scripted webhook receiver, and the check of its deliveries' signatures
+//!   with the Standard Webhooks project's own library.
 //! - [`timing`]: the failover and election bounds every test waits by, derived from tickd's
 //!   configuration.
 //!
@@ -62,6 +64,7 @@ pub mod skew;
 pub mod timing;
 pub mod tools;
 pub mod wait;
+pub mod webhook;
 
 pub use cluster::{NodeId, NodeState, TestCluster, TestClusterBuilder};
 pub use wait::eventually;

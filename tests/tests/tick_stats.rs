@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tickd_tests::api::{action, anonymous, authed, clock_id, pop, register, send};
+use tickd_tests::api::{action, anonymous, authed, clock_id, pop, register, send, stats_of};
 use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, TestClusterBuilder, eventually, unique_name};
@@ -23,21 +23,6 @@ async fn counting(builder: TestClusterBuilder) -> (TestCluster, NodeId) {
         .await;
     let follower = cluster.a_follower(Duration::from_secs(20)).await;
     (cluster, follower)
-}
-
-/// The figures of one clock, read through `node`.
-async fn stats_of(cluster: &TestCluster, node: NodeId, id: &str) -> Result<Value, String> {
-    let path = format!("/api/v1/stats?id={id}");
-    let (status, _, body) = send(authed(cluster, Method::GET, node, &path)).await;
-    if status != StatusCode::OK {
-        return Err(format!("stats on node {node}: {status} {body}"));
-    }
-    match body["clocks"].as_array().map(Vec::as_slice) {
-        Some([clock]) => Ok(clock.clone()),
-        _ => Err(format!(
-            "stats on node {node} do not hold exactly clock {id}: {body}"
-        )),
-    }
 }
 
 fn count(stats: &Value, field: &str) -> u64 {

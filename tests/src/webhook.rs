@@ -1,0 +1,294 @@
+//! A webhook receiver for the tests: an HTTP server on loopback that records every delivery
+//! (its Standard Webhooks headers and its body, as sent) and answers as the test scripts it,
+//! and the check of recorded signatures with the Standard Webhooks project's own library
+//! (`tests/webhook/verify.py`, PyPI's `standardwebhooks`), never with tickd's code.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::tools;
+
+/// One delivery as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The `webhook-id` header.
+    pub id: String,
+    /// The `webhook-timestamp` header.
+    pub timestamp: String,
+    /// The `webhook-signature` header.
+    pub signature: String,
+    /// The body, as sent.
+    pub body: String,
+    /// The status this receiver answered it with.
+    pub answered: u16,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+impl Delivery {
+    /// The body as JSON (the tick message).
+    pub fn tick(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// How the receiver answers the `n`-th delivery (from 0) of each `webhook-id`.
+pub type Script = Arc<dyn Fn(&str, usize) -> StatusCode + Send + Sync>;
+
+struct Shared {
+    deliveries: Mutex<Vec<Delivery>>,
+    script: Mutex<Script>,
+}
+
+impl Shared {
+    fn deliveries(&self) -> MutexGuard<'_, Vec<Delivery>> {
+        self.deliveries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A receiver on `127.0.0.1`, answering `POST /hook`.
+pub struct Receiver {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Receiver {
+    /// A receiver that answers 200 to every delivery.
+    pub async fn start() -> Receiver {
+        Self::scripted(Arc::new(|_, _| StatusCode::OK)).await
+    }
+
+    /// A receiver that answers as `script` says.
+    pub async fn scripted(script: Script) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port for the receiver");
+        let address = listener.local_addr().expect("the receiver's address");
+        let shared = Arc::new(Shared {
+            deliveries: Mutex::new(Vec::new()),
+            script: Mutex::new(script),
+        });
+        let receiver = Receiver {
+            address,
+            shared,
+            shutdown: Mutex::new(None),
+        };
+        receiver.serve(listener);
+        receiver
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let (stop, stopped) = oneshot::channel::<()>();
+        *self
+            .shutdown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stop);
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(self.shared.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+    }
+
+    /// The URL ticks are sent to.
+    pub fn url(&self) -> String {
+        format!("http://{}/hook", self.address)
+    }
+
+    /// The URL under another host name that resolves to the receiver (`localhost`).
+    pub fn url_by_name(&self, host: &str) -> String {
+        format!("http://{host}:{}/hook", self.address.port())
+    }
+
+    /// Stops answering: connections are refused until [`Receiver::resume`].
+    pub fn go_down(&self) {
+        if let Some(stop) = self
+            .shutdown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Listens again on the same port.
+    pub async fn resume(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpListener::bind(self.address).await {
+                Ok(listener) => return self.serve(listener),
+                Err(error) if Instant::now() < deadline => {
+                    let _ = error;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => panic!(
+                    "the receiver cannot listen on {} again: {error}",
+                    self.address
+                ),
+            }
+        }
+    }
+
+    /// Every delivery so far, in order of arrival.
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.shared.deliveries().clone()
+    }
+
+    /// The deliveries answered 2xx, one per `webhook-id` (the first), in order of arrival.
+    pub fn delivered(&self) -> Vec<Delivery> {
+        let mut seen = std::collections::HashSet::new();
+        self.deliveries()
+            .into_iter()
+            .filter(|delivery| (200..300).contains(&delivery.answered))
+            .filter(|delivery| seen.insert(delivery.id.clone()))
+            .collect()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.go_down();
+    }
+}
+
+async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let id = header("webhook-id");
+    let script = shared
+        .script
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let mut deliveries = shared.deliveries();
+    let earlier = deliveries
+        .iter()
+        .filter(|delivery| delivery.id == id)
+        .count();
+    let status = script(&id, earlier);
+    deliveries.push(Delivery {
+        id,
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body: String::from_utf8_lossy(&body).into_owned(),
+        answered: status.as_u16(),
+        at: Instant::now(),
+    });
+    status
+}
+
+/// A receiver that accepts connections and never answers: each is held open until the test
+/// ends.
+pub struct Silent {
+    address: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Silent {
+    /// Starts one on a loopback port.
+    pub async fn start() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port for the silent receiver");
+        let address = listener.local_addr().expect("its address");
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        Silent { address, task }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/hook", self.address)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Checks every delivery's signature with the Standard Webhooks library, keyed with `secret`
+/// (the clock's, as its registration returned it); returns how many it verified. Fails when
+/// the library or Python is missing, or the library refuses one.
+pub async fn verify_with_standard_webhooks(secret: &str, deliveries: &[Delivery]) -> usize {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("webhook/verify.py");
+    let python = tools::require("python");
+    let mut child = tokio::process::Command::new(&python)
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", python.display()));
+    let mut input = String::new();
+    for delivery in deliveries {
+        let line = json!({
+            "secret": secret,
+            "headers": {
+                "webhook-id": delivery.id,
+                "webhook-timestamp": delivery.timestamp,
+                "webhook-signature": delivery.signature,
+            },
+            "body": delivery.body,
+        });
+        input.push_str(&line.to_string());
+        input.push('\n');
+    }
+    let mut stdin = child.stdin.take().expect("the verifier's stdin");
+    stdin
+        .write_all(input.as_bytes())
+        .await
+        .expect("the deliveries reach the verifier");
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the verifier finishes within a minute")
+        .expect("the verifier runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the Standard Webhooks library refused a delivery ({}): {}{}",
+        output.status,
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|error| panic!("the verifier's report {stdout:?}: {error}"));
+    report["verified"]
+        .as_u64()
+        .and_then(|count| usize::try_from(count).ok())
+        .expect("a count of verified deliveries")
+}
