@@ -31,12 +31,22 @@ pub struct Registration<'a> {
     pub name: &'a str,
     /// The schedule literal.
     pub schedule: &'a str,
+    /// The receiver URL of a webhook clock; `None` registers a clock of the cluster's default
+    /// channel.
+    pub webhook: Option<&'a str>,
 }
 
 impl Registration<'_> {
     /// The request body: what etcd's puts are sized after.
     pub fn body(&self) -> Value {
-        json!({ "name": self.name, "schedule": self.schedule })
+        match self.webhook {
+            None => json!({ "name": self.name, "schedule": self.schedule }),
+            Some(url) => json!({
+                "name": self.name,
+                "schedule": self.schedule,
+                "channel": { "type": "webhook", "url": url },
+            }),
+        }
     }
 
     /// Registers the clock; the response body on 201.

@@ -169,11 +169,16 @@ async fn measure(consumers: TickConsumers, clocks: usize, window: Duration) -> D
     tokio::time::sleep(window + GRACE).await;
     let deliveries = consumers.drain();
     consumers.stop().await;
-    summarize(&deliveries, clocks, from, until)
+    summarize(
+        &deliveries,
+        expected_ticks(clocks, from, until),
+        from,
+        until,
+    )
 }
 
-/// The ticks due in `[from, until)`, counted once each.
-fn summarize(deliveries: &[Delivery], clocks: usize, from: f64, until: f64) -> Delivered {
+/// The ticks due in `[from, until)`, counted once each, beside the `expected` count.
+pub fn summarize(deliveries: &[Delivery], expected: usize, from: f64, until: f64) -> Delivered {
     let mut seen = std::collections::HashSet::new();
     let lateness: Vec<f64> = deliveries
         .iter()
@@ -182,7 +187,7 @@ fn summarize(deliveries: &[Delivery], clocks: usize, from: f64, until: f64) -> D
         .map(Delivery::lateness_ms)
         .collect();
     Delivered {
-        expected: expected_ticks(clocks, from, until),
+        expected,
         received: lateness.len(),
         lateness: Percentiles::of_ms(lateness),
     }
@@ -190,15 +195,18 @@ fn summarize(deliveries: &[Delivery], clocks: usize, from: f64, until: f64) -> D
 
 /// How many instants of a lateness population fall in `[from, until)`.
 fn expected_ticks(clocks: usize, from: f64, until: f64) -> usize {
-    let instants = |interval_ms: f64| {
-        // Multiples of the interval in [from, until); the bounds carry fractions of a ms.
-        let first = (from / interval_ms).ceil();
-        let last = (until / interval_ms).ceil() - 1.0;
-        (last - first + 1.0).max(0.0) as usize
-    };
     // The population cycles through the schedules: clocks 0, 2, 4… tick every second.
     let every_second = clocks.div_ceil(2);
-    every_second * instants(1_000.0) + (clocks - every_second) * instants(10_000.0)
+    every_second * instants(1_000.0, from, until)
+        + (clocks - every_second) * instants(10_000.0, from, until)
+}
+
+/// How many multiples of `interval_ms` (an epoch-aligned schedule's instants) fall in
+/// `[from, until)`; the bounds carry fractions of a ms.
+pub fn instants(interval_ms: f64, from: f64, until: f64) -> usize {
+    let first = (from / interval_ms).ceil();
+    let last = (until / interval_ms).ceil() - 1.0;
+    (last - first + 1.0).max(0.0) as usize
 }
 
 /// Runs `work` while the bare ticker publishes `clocks`.
@@ -210,20 +218,32 @@ async fn with_bare_ticker<T>(
 ) -> Result<T, String> {
     let file = tempfile::NamedTempFile::new().map_err(|e| format!("a clocks file: {e}"))?;
     std::fs::write(file.path(), clocks.to_lines()).map_err(|e| format!("the clocks file: {e}"))?;
-    let mut ticker = Command::new(binary)
+    let mut ticker = Command::new(binary);
+    ticker
         .arg("--uri")
         .arg(rabbit)
         .arg("--clocks")
-        .arg(file.path())
+        .arg(file.path());
+    while_running(ticker, work).await
+}
+
+/// Runs `work` while `command` (a baseline that runs until it is killed) runs; an early exit
+/// of the baseline fails the measurement, which would otherwise count its silence.
+pub async fn while_running<T>(
+    mut command: Command,
+    work: impl Future<Output = T>,
+) -> Result<T, String> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let mut child = command
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
     let result = work.await;
-    let exited = ticker.try_wait().ok().flatten();
-    let _ = ticker.kill();
-    let _ = ticker.wait();
+    let exited = child.try_wait().ok().flatten();
+    let _ = child.kill();
+    let _ = child.wait();
     match exited {
-        Some(status) => Err(format!("the bare ticker exited early ({status})")),
+        Some(status) => Err(format!("{program} exited early ({status})")),
         None => Ok(result),
     }
 }
@@ -259,7 +279,12 @@ mod tests {
             delivery("b", 2_000.0, 2_010.0),
             delivery("c", 9_000.0, 9_001.0),
         ];
-        let summary = summarize(&deliveries, 1, 1_000.0, 3_000.0);
+        let summary = summarize(
+            &deliveries,
+            expected_ticks(1, 1_000.0, 3_000.0),
+            1_000.0,
+            3_000.0,
+        );
         assert_eq!((summary.expected, summary.received), (2, 2));
         assert_eq!(summary.lateness.max_ms, 10.0);
     }

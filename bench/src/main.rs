@@ -1,11 +1,12 @@
 //! `bench`: tickd measured side by side with etcd and with a bare ticker, in one run.
 //!
 //! Run it through `scripts/bench [--quick]`, which builds everything in release mode first.
-//! Five scenarios run in order, each on fresh release-built 3-node clusters on 127.0.0.1:
+//! Six scenarios run in order, each on fresh release-built 3-node clusters on 127.0.0.1:
 //! registrations ([`register`], plain and with TLS, beside etcd), tick lateness
 //! ([`lateness`], beside the bare ticker), failover ([`failover`], plain and with TLS),
-//! footprint ([`footprint`]) and scale ([`scale`], a large population at rest beside frequent
-//! clocks, and the same cluster empty). The run prints a table per
+//! footprint ([`footprint`]), scale ([`scale`], a large population at rest beside frequent
+//! clocks, and the same cluster empty) and webhook lateness ([`webhook`], beside the bare
+//! sender). The run prints a table per
 //! scenario and the headline figures, writes them all to `target/bench/latest.json`, and
 //! exits non-zero when a floor of the issue does not hold.
 
@@ -18,11 +19,13 @@ mod lateness;
 mod load;
 mod node_metrics;
 mod population;
+mod receiver;
 mod register;
 mod report;
 mod scale;
 mod stats;
 mod watchers;
+mod webhook;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,7 +43,8 @@ struct Args {
     /// The reduced profile (under 20 minutes on two cores).
     #[arg(long)]
     quick: bool,
-    /// Only these scenarios (register, lateness, failover, footprint, scale); all by default.
+    /// Only these scenarios (register, lateness, failover, footprint, scale, webhook); all by
+    /// default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results.
@@ -63,6 +67,8 @@ struct Profile {
     footprint_clocks: usize,
     scale_clocks: usize,
     scale_frequent_clocks: usize,
+    /// Webhook clocks, all posting to one receiver (measured over `lateness_window`).
+    webhook_clocks: usize,
 }
 
 const QUICK: Profile = Profile {
@@ -76,6 +82,7 @@ const QUICK: Profile = Profile {
     footprint_clocks: 100_000,
     scale_clocks: 200_000,
     scale_frequent_clocks: 1_000,
+    webhook_clocks: 1_000,
 };
 
 const FULL: Profile = Profile {
@@ -89,6 +96,7 @@ const FULL: Profile = Profile {
     footprint_clocks: 100_000,
     scale_clocks: 1_000_000,
     scale_frequent_clocks: 1_000,
+    webhook_clocks: 10_000,
 };
 
 /// How long the footprint scenario's unpolled clocks live before they count as abandoned.
@@ -125,6 +133,7 @@ async fn run(args: &Args) -> Result<Report, String> {
     let wanted = |scenario: &str| args.only.is_empty() || args.only.iter().any(|s| s == scenario);
     let http = client::http_client(None)?;
     let bare_ticker = beside_this_binary("bare-ticker")?;
+    let bare_sender = beside_this_binary("bare-sender")?;
     let mut report = Report {
         profile: profile.name.to_string(),
         ..Report::default()
@@ -208,6 +217,17 @@ async fn run(args: &Args) -> Result<Report, String> {
             .await;
         let scale = scale::run(&http, &cluster, clocks, frequent).await;
         report.scale = report.record("scale", scale);
+    }
+    if wanted("webhook") {
+        let (clocks, window) = (profile.webhook_clocks, profile.lateness_window);
+        println!("== webhook lateness, beside a bare sender ({clocks} clocks, {window:?} windows)");
+        // The receiver is on loopback, which tickd refuses to post to unless told otherwise.
+        let cluster = loaded_cluster()
+            .setting("webhook_allow_private", "true")
+            .start()
+            .await;
+        let row = webhook::run(&http, &cluster, &bare_sender, clocks, window).await;
+        report.webhook = report.record("webhook", row);
     }
 
     report.finished_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

@@ -84,6 +84,27 @@ impl Population {
         http: &reqwest::Client,
         cluster: &TestCluster,
     ) -> Result<LoadResult, String> {
+        self.register_to(http, cluster, None).await
+    }
+
+    /// Registers every clock with `cluster` as a webhook clock whose ticks go to `url`.
+    pub async fn register_webhooks(
+        &self,
+        http: &reqwest::Client,
+        cluster: &TestCluster,
+        url: &str,
+    ) -> Result<LoadResult, String> {
+        self.register_to(http, cluster, Some(url.to_string())).await
+    }
+
+    /// Registers every clock, with the cluster's default channel or, given a receiver URL, as
+    /// a webhook clock.
+    async fn register_to(
+        &self,
+        http: &reqwest::Client,
+        cluster: &TestCluster,
+        webhook: Option<String>,
+    ) -> Result<LoadResult, String> {
         let urls: Vec<String> = cluster
             .node_ids()
             .into_iter()
@@ -95,7 +116,7 @@ impl Population {
             self.clocks.clone(),
         );
         let load = drive(CONCURRENCY, clocks.len(), move |index| {
-            let (http, token) = (http.clone(), token.clone());
+            let (http, token, webhook) = (http.clone(), token.clone(), webhook.clone());
             let api = urls[index % urls.len()].clone();
             // Past the population: a client's unmeasured first request, which only opens its
             // connection (see `drive`).
@@ -110,9 +131,11 @@ impl Population {
                     token: &token,
                     name: &name,
                     schedule: &schedule,
+                    webhook: webhook.as_deref(),
                 };
-                // Registering is idempotent, so a 503 during an election is simply retried,
-                // as a client would.
+                // Registering is idempotent (for a webhook clock too: the same URL joins the
+                // same clock), so a 503 during an election is simply retried, as a client
+                // would.
                 let mut outcome = registration.send(&http).await.map(drop);
                 for _ in 1..ATTEMPTS {
                     if outcome.is_ok() {

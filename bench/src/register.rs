@@ -159,6 +159,7 @@ async fn tickd_load(
                 token: &token,
                 name: &name,
                 schedule: SCHEDULE,
+                webhook: None,
             };
             registration.send(&http).await.map(drop)
         }
@@ -184,6 +185,7 @@ async fn etcd_load(
             token: "",
             name: &key,
             schedule: SCHEDULE,
+            webhook: None,
         }
         .body()
         .to_string();

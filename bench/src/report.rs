@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::failover::FailoverResult;
 use crate::footprint::FootprintResult;
-use crate::lateness::LatenessRow;
+use crate::lateness::{Delivered, LatenessRow};
 use crate::register::{self, RegisterRow, Target};
 use crate::scale::ScaleResult;
 use crate::stats::ratio;
@@ -63,6 +63,28 @@ pub struct Headline {
     pub scale_lateness_vs_empty_p99: Option<f64>,
     /// The same ratio while dashboards and scrapes watch every node.
     pub scale_watched_lateness_vs_empty_p99: Option<f64>,
+    /// p99 webhook lateness (arrival at the receiver minus `scheduled_at`) of the webhook
+    /// scenario's clocks.
+    pub webhook_lateness_p99_ms: Option<f64>,
+    /// The bare sender's p99 with as many clocks.
+    pub webhook_baseline_p99_ms: Option<f64>,
+    /// `webhook_lateness_p99_ms / webhook_baseline_p99_ms`.
+    pub webhook_vs_baseline_p99: Option<f64>,
+    /// Ticks of the webhook window tickd had not delivered by the end of its grace.
+    pub webhook_missing_ticks: Option<usize>,
+}
+
+/// The webhook scenario's result: tickd's webhook deliveries beside the bare sender's.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebhookRow {
+    /// Active webhook clocks, every one posting to the same receiver.
+    pub clocks: usize,
+    /// tickd's deliveries.
+    pub tickd: Delivered,
+    /// The bare sender's deliveries.
+    pub baseline: Delivered,
+    /// `tickd.lateness.p99_ms / baseline.lateness.p99_ms`.
+    pub p99_ratio: f64,
 }
 
 /// Everything a run measured.
@@ -87,6 +109,8 @@ pub struct Report {
     pub footprint: Option<FootprintResult>,
     /// The scale scenario.
     pub scale: Option<ScaleResult>,
+    /// The webhook scenario.
+    pub webhook: Option<WebhookRow>,
     /// Floors that did not hold.
     pub floors_missed: Vec<String>,
     /// Scenarios that could not finish, and why.
@@ -162,6 +186,17 @@ impl Report {
             headline.scale_watched_lateness_vs_empty_p99 =
                 Some(scale.watched_lateness_vs_empty_p99());
         }
+        if let Some(webhook) = &self.webhook {
+            headline.webhook_lateness_p99_ms = Some(webhook.tickd.lateness.p99_ms);
+            headline.webhook_baseline_p99_ms = Some(webhook.baseline.lateness.p99_ms);
+            headline.webhook_vs_baseline_p99 = Some(webhook.p99_ratio);
+            headline.webhook_missing_ticks = Some(
+                webhook
+                    .tickd
+                    .expected
+                    .saturating_sub(webhook.tickd.received),
+            );
+        }
         self.floors_missed = floors_missed(&headline);
         self.headline = headline;
     }
@@ -197,7 +232,7 @@ struct Floor {
 }
 
 /// The floors, one place for the table and the check.
-const FLOORS: [Floor; 12] = [
+const FLOORS: [Floor; 13] = [
     Floor {
         figure: "register_per_s",
         bound: 2_000.0,
@@ -258,6 +293,11 @@ const FLOORS: [Floor; 12] = [
         bound: 2.0,
         at_least: false,
     },
+    Floor {
+        figure: "webhook_vs_baseline_p99",
+        bound: 1.2,
+        at_least: false,
+    },
 ];
 
 impl Floor {
@@ -276,7 +316,7 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, Option<f64>); 21] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 25] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
@@ -313,6 +353,13 @@ impl Headline {
             (
                 "scale_watched_lateness_vs_empty_p99",
                 self.scale_watched_lateness_vs_empty_p99,
+            ),
+            ("webhook_lateness_p99_ms", self.webhook_lateness_p99_ms),
+            ("webhook_baseline_p99_ms", self.webhook_baseline_p99_ms),
+            ("webhook_vs_baseline_p99", self.webhook_vs_baseline_p99),
+            (
+                "webhook_missing_ticks",
+                self.webhook_missing_ticks.map(|missing| missing as f64),
             ),
         ]
     }
@@ -357,6 +404,42 @@ mod tests {
         assert_eq!(missed.len(), 2, "{missed:?}");
         assert!(missed[0].starts_with("register_per_s"));
         assert!(missed[1].starts_with("failover_lost_ticks"));
+    }
+
+    #[test]
+    fn a_webhook_p99_over_1_2_times_the_bare_senders_misses_its_floor() {
+        let delivered = |p99_ms: f64, received: usize| Delivered {
+            expected: 100,
+            received,
+            lateness: crate::stats::Percentiles {
+                count: received,
+                p99_ms,
+                ..crate::stats::Percentiles::default()
+            },
+        };
+        let mut report = Report {
+            webhook: Some(WebhookRow {
+                clocks: 10,
+                tickd: delivered(13.0, 97),
+                baseline: delivered(10.0, 100),
+                p99_ratio: 1.3,
+            }),
+            ..Report::default()
+        };
+        report.conclude();
+        assert_eq!(report.headline.webhook_missing_ticks, Some(3));
+        assert_eq!(report.floors_missed.len(), 1, "{:?}", report.floors_missed);
+        assert!(report.floors_missed[0].starts_with("webhook_vs_baseline_p99"));
+
+        if let Some(row) = &mut report.webhook {
+            row.p99_ratio = 1.2;
+        }
+        report.conclude();
+        assert!(
+            report.floors_missed.is_empty(),
+            "{:?}",
+            report.floors_missed
+        );
     }
 
     #[test]

@@ -425,6 +425,7 @@ async fn register_frequent(
                     token: &token,
                     name: &name,
                     schedule: FREQUENT,
+                    webhook: None,
                 }
                 .send(http)
                 .await?;
