@@ -7,6 +7,7 @@
 //! delivery, since a name may resolve differently later.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -16,6 +17,9 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::ids;
+
+/// How long a registration waits for its webhook host to resolve.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The channel a registration names.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -30,6 +34,11 @@ pub enum RequestedChannel {
         /// An absolute `http://` or `https://` URL without credentials, at most 2 048 bytes,
         /// whose host resolves only to public addresses (unless the cluster file sets
         /// `webhook_allow_private`).
+        #[schema(
+            min_length = 1,
+            max_length = 2048,
+            pattern = "^[hH][tT][tT][pP][sS]?://"
+        )]
         url: String,
     },
 }
@@ -79,8 +88,16 @@ async fn check_receiver(url: &WebhookUrl, allow_private: bool) -> Result<(), Api
         Some(address) => vec![address],
         None => {
             let host = url.as_url().host_str().unwrap_or_default();
-            tokio::net::lookup_host((host, 0))
-                .await
+            let resolved =
+                tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, 0)))
+                    .await
+                    .map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "invalid webhook url: its host {host} did not resolve within {} s",
+                            RESOLVE_TIMEOUT.as_secs()
+                        ))
+                    })?;
+            resolved
                 .map_err(|error| {
                     ApiError::bad_request(format!(
                         "invalid webhook url: its host {host} does not resolve ({error})"

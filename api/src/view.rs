@@ -73,32 +73,47 @@ enum ChannelType {
     Webhook,
 }
 
-/// Where a channel's ticks are consumed.
+/// Where a channel's ticks are consumed. The three shapes are told apart by their fields (an
+/// http channel's details hold nothing but `url`; a webhook's always carry `secret`, null
+/// after the registration that created the clock), so the document's `oneOf` has exactly one
+/// match for each.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 enum ChannelDetails {
     /// A RabbitMQ queue, declared before the response is sent.
-    Rabbit {
-        /// The AMQP URI consumers connect to.
-        uri: Option<String>,
-        /// `ticktok-<name>;<schedule>` (Ticktok compat).
-        queue: String,
-    },
-    /// An http queue: `GET` this URL (on any node, no token) to pop the waiting ticks.
-    Http {
-        /// `{base_url}/api/v1/queues/{queue_id}/pop`.
-        url: String,
-    },
-    /// A webhook: each tick is `POST`ed to `url`, signed with `secret`.
-    Webhook {
-        /// The receiver's URL, as registered.
-        #[serde(rename = "url")]
-        receiver: String,
-        /// `whsec_<base64>`, the key of the `webhook-signature` header. Only in the answer to
-        /// the registration that created the clock: keep it then, it is never shown again.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        secret: Option<String>,
-    },
+    Rabbit(RabbitDetails),
+    /// An http queue.
+    Http(HttpDetails),
+    /// A webhook.
+    Webhook(WebhookDetails),
+}
+
+/// A RabbitMQ queue, declared before the response is sent.
+#[derive(Debug, Serialize, ToSchema)]
+struct RabbitDetails {
+    /// The AMQP URI consumers connect to.
+    uri: Option<String>,
+    /// `ticktok-<name>;<schedule>` (Ticktok compat).
+    queue: String,
+}
+
+/// An http queue: `GET` this URL (on any node, no token) to pop the waiting ticks.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct HttpDetails {
+    /// `{base_url}/api/v1/queues/{queue_id}/pop`.
+    url: String,
+}
+
+/// A webhook: each tick is `POST`ed to `url`, signed with the clock's secret.
+#[derive(Debug, Serialize, ToSchema)]
+struct WebhookDetails {
+    /// The receiver's URL, as registered.
+    url: String,
+    /// `whsec_<base64>`, the key of the `webhook-signature` header, in the answer to the
+    /// registration that created the clock only (keep it then); null in every other answer.
+    #[schema(required = true)]
+    secret: Option<String>,
 }
 
 /// Where ticks of rabbit channels are consumed: the URI handed to clients.
@@ -193,28 +208,28 @@ fn channel_view(
             let queue = Channel::rabbit_queue_name(&clock.name, &clock.schedule);
             ChannelView {
                 r#type: ChannelType::Rabbit,
-                details: ChannelDetails::Rabbit {
+                details: ChannelDetails::Rabbit(RabbitDetails {
                     uri: uri.clone(),
                     queue: queue.clone(),
-                },
+                }),
                 uri,
                 queue: Some(queue),
             }
         }
         Channel::Http { queue_id } => ChannelView {
             r#type: ChannelType::Http,
-            details: ChannelDetails::Http {
+            details: ChannelDetails::Http(HttpDetails {
                 url: format!("{}/api/v1/queues/{queue_id}/pop", base.0),
-            },
+            }),
             uri: None,
             queue: None,
         },
         Channel::Webhook(webhook) => ChannelView {
             r#type: ChannelType::Webhook,
-            details: ChannelDetails::Webhook {
-                receiver: webhook.url.to_string(),
+            details: ChannelDetails::Webhook(WebhookDetails {
+                url: webhook.url.to_string(),
                 secret: reveal_secret.then(|| webhook.secret.expose()),
-            },
+            }),
             uri: None,
             queue: None,
         },
@@ -333,9 +348,6 @@ mod tests {
             joined["channel"]["details"]["url"],
             "https://receiver.example/ticks"
         );
-        assert!(
-            joined["channel"]["details"].get("secret").is_none(),
-            "{joined}"
-        );
+        assert!(joined["channel"]["details"]["secret"].is_null(), "{joined}");
     }
 }
