@@ -107,6 +107,10 @@ pub struct Outgoing {
     /// Which attempt of this leader's this is: 1 for the first; a publisher that retries with
     /// a backoff grows it with this.
     pub attempt: u32,
+    /// The majority's time when the tick was handed over ([`Now::wall_ms`]): what a publisher
+    /// judges time by (how long a tick has been tried, the time it stamps), never its own
+    /// node's clock, which may have jumped before the clock monitor noticed.
+    pub now_ms: u64,
 }
 
 /// A settled tick, for the next `Confirm` command.
@@ -272,6 +276,7 @@ impl Decisions {
                         .retries
                         .get(key)
                         .map_or(1, |retry| retry.attempts.saturating_add(1)),
+                    now_ms: now.wall_ms,
                 }),
                 // Only clocks with a publisher file ticks in the outbox, and removing a clock
                 // removes its ticks; should one outlive its clock anyway, nobody can receive it.

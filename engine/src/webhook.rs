@@ -21,7 +21,7 @@ mod receivers;
 mod resolver;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use futures::FutureExt as _;
 use futures::future::{self, BoxFuture};
@@ -131,9 +131,9 @@ impl Webhooks {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The settlement of one tick to `webhook`, its `attempt`-th by this leader.
-    fn settlement(&self, tick: &Tick, webhook: &Webhook, attempt: u32) -> Settlement {
-        let now_ms = wall_ms();
+    /// The settlement of one tick to `webhook`, its `attempt`-th by this leader, handed over
+    /// at `now_ms` by the majority's time.
+    fn settlement(&self, tick: &Tick, webhook: &Webhook, attempt: u32, now_ms: u64) -> Settlement {
         let deadline_ms = tick
             .due_at_ms
             .saturating_add(duration_ms(self.settings.retry_for));
@@ -150,7 +150,10 @@ impl Webhooks {
             let outcome = self.retry(
                 attempt,
                 None,
-                deadline_ms,
+                Deadline {
+                    at_ms: deadline_ms,
+                    now_ms,
+                },
                 format!(
                     "{address} is not a public address; ticks are not sent to internal \
                      addresses unless the cluster file sets webhook_allow_private = true"
@@ -171,23 +174,30 @@ impl Webhooks {
             }
         };
         let this = self.clone();
-        let request = self.request(tick, webhook);
+        let (tick, webhook) = (tick.clone(), webhook.clone());
+        let handed_over = Instant::now();
         let task = tokio::spawn(async move {
-            let attempt_outcome = async {
-                // The receiver's own slot first: a tick that waits for its receiver must not
-                // hold one of the slots every receiver shares.
-                let _slot = slots.acquire().await;
-                let _total = this.total.acquire().await;
-                let started = Instant::now();
-                let answer = request.send().await;
-                (started.elapsed(), answer)
+            // The receiver's own slot first: a tick that waits for its receiver must not hold
+            // one of the slots every receiver shares.
+            let _slot = slots.acquire().await;
+            let _total = this.total.acquire().await;
+            // The majority's time now: the hand-over's, and what the monotonic clock says has
+            // passed since.
+            let at = |instant: Instant| {
+                now_ms.saturating_add(duration_ms(instant.saturating_duration_since(handed_over)))
             };
-            let (elapsed, answer) = attempt_outcome.await;
+            let started = Instant::now();
+            let answer = this.request(&tick, &webhook, at(started)).send().await;
+            let elapsed = started.elapsed();
+            let deadline = Deadline {
+                at_ms: deadline_ms,
+                now_ms: at(Instant::now()),
+            };
             let (healthy, outcome) = match answer {
-                Ok(response) => this.answered(response, elapsed, attempt, deadline_ms).await,
+                Ok(response) => this.answered(response, elapsed, attempt, deadline).await,
                 Err(error) => (
                     Some(false),
-                    this.retry(attempt, None, deadline_ms, describe(&error)),
+                    this.retry(attempt, None, deadline, describe(&error)),
                 ),
             };
             telemetry::record_webhook_attempt(healthy, &outcome);
@@ -221,11 +231,11 @@ impl Webhooks {
         .boxed()
     }
 
-    /// The signed request of `tick` to `webhook`.
-    fn request(&self, tick: &Tick, webhook: &Webhook) -> reqwest::RequestBuilder {
+    /// The signed request of `tick` to `webhook`, sent at `now_ms`.
+    fn request(&self, tick: &Tick, webhook: &Webhook, now_ms: u64) -> reqwest::RequestBuilder {
         let body = serde_json::to_vec(&tick.message()).unwrap_or_default();
         let id = tick.id.to_string();
-        let timestamp_s = wall_ms() / 1_000;
+        let timestamp_s = now_ms / 1_000;
         let signature = webhook.secret.sign(&id, timestamp_s, &body);
         self.client
             .post(webhook.url.as_url().clone())
@@ -244,7 +254,7 @@ impl Webhooks {
         mut response: reqwest::Response,
         elapsed: Duration,
         attempt: u32,
-        deadline_ms: u64,
+        deadline: Deadline,
     ) -> (Option<bool>, PublishOutcome) {
         let status = response.status();
         let asked_wait = retry_after(response.headers());
@@ -265,22 +275,22 @@ impl Webhooks {
         }
         (
             Some(false),
-            self.retry(attempt, asked_wait, deadline_ms, reason),
+            self.retry(attempt, asked_wait, deadline, reason),
         )
     }
 
     /// The retry after a failed `attempt`: the backoff, or the receiver's `asked_wait` if
-    /// longer; given up if the next attempt would come after `deadline_ms`.
+    /// longer; given up if the next attempt would come after the deadline.
     fn retry(
         &self,
         attempt: u32,
         asked_wait: Option<Duration>,
-        deadline_ms: u64,
+        deadline: Deadline,
         reason: String,
     ) -> PublishOutcome {
         let wait =
             backoff(attempt, rand::rng().random::<f64>()).max(asked_wait.unwrap_or_default());
-        if wall_ms().saturating_add(duration_ms(wait)) >= deadline_ms {
+        if deadline.now_ms.saturating_add(duration_ms(wait)) >= deadline.at_ms {
             return PublishOutcome::GaveUp(format!(
                 "{reason}; the next attempt would come after webhook_retry_for_ms ({} ms) of \
                  its instant",
@@ -303,7 +313,7 @@ impl Publisher for Webhooks {
             .iter()
             .map(|outgoing| match &outgoing.destination {
                 Destination::Webhook(webhook) => {
-                    self.settlement(&outgoing.tick, webhook, outgoing.attempt)
+                    self.settlement(&outgoing.tick, webhook, outgoing.attempt, outgoing.now_ms)
                 }
                 Destination::Rabbit { .. } => ready(PublishOutcome::Failed(
                     "a RabbitMQ tick was handed to the webhook publisher".into(),
@@ -312,6 +322,13 @@ impl Publisher for Webhooks {
             .collect();
         future::ready(Ok(settlements)).boxed()
     }
+}
+
+/// When a tick's attempts end, and the majority's time now, in milliseconds since the epoch.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    at_ms: u64,
+    now_ms: u64,
 }
 
 /// The wait after a failed `attempt` (1 for the first): [`FIRST_BACKOFF`] doubled for each
@@ -384,12 +401,6 @@ fn ready(outcome: PublishOutcome) -> Settlement {
     future::ready(outcome).boxed()
 }
 
-fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, duration_ms)
-}
-
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -397,8 +408,59 @@ fn duration_ms(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use reqwest::header::HeaderValue;
+    use tickd_domain::{ClockId, Schedule, WebhookSecret, WebhookUrl};
 
     use super::*;
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn publisher() -> Webhooks {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("the default protocol versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let settings = WebhookSettings {
+            retry_for: Duration::from_millis(HOUR_MS),
+            attempt_timeout: Duration::from_secs(2),
+            allow_private: true,
+            per_receiver: 2,
+            admitted_per_receiver: 10,
+            total: 4,
+        };
+        Webhooks::new(settings, tls, "test").expect("a client")
+    }
+
+    /// A leader's own clock may jump before its clock monitor notices; the retry time is
+    /// judged by the time the loop handed the tick over (the majority's), so such a jump gives
+    /// nothing up. The tick here is due in 1970: by this machine's clock its hour is long gone.
+    #[tokio::test]
+    async fn the_retry_time_is_judged_by_the_time_handed_over_never_the_nodes_own_clock() {
+        let webhooks = publisher();
+        let webhook = Webhook {
+            // Port 9 on loopback refuses the connection: a failed attempt.
+            url: WebhookUrl::parse("http://127.0.0.1:9/hook").expect("a valid url"),
+            secret: WebhookSecret::from_bytes([3; tickd_domain::webhook::SECRET_BYTES]),
+        };
+        let schedule = Schedule::parse("every.1.seconds").expect("a schedule");
+        let due_ms = 1_000_000;
+        let tick = Tick::scheduled(&ClockId::new("c1".to_owned()), "n", &schedule, due_ms);
+        let within = webhooks
+            .settlement(&tick, &webhook, 1, due_ms + HOUR_MS - 60_000)
+            .await;
+        assert!(
+            matches!(within, PublishOutcome::RetryAfter { .. }),
+            "a minute before the hour is up, a failed attempt is retried: {within:?}"
+        );
+        let after = webhooks
+            .settlement(&tick, &webhook, 1, due_ms + HOUR_MS)
+            .await;
+        assert!(
+            matches!(after, PublishOutcome::GaveUp(_)),
+            "an hour after its instant, a tick is given up: {after:?}"
+        );
+    }
 
     #[test]
     fn the_backoff_doubles_to_its_cap_with_half_of_it_jittered() {
