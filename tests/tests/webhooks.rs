@@ -120,6 +120,13 @@ async fn every_tick_arrives_signed_as_standard_webhooks_specifies_with_its_tick_
     assert_no_gap(&deliveries, "a receiver that always answers");
     let verified = verify_with_standard_webhooks(&secret, &deliveries).await;
     assert_eq!(verified, deliveries.len());
+    let key = secret.trim_start_matches("whsec_");
+    for node in cluster.node_ids() {
+        assert!(
+            !cluster.log(node).contains(key),
+            "node {node}'s log holds the clock's secret"
+        );
+    }
     // The library refuses what was not signed with this secret: the check can fail.
     let other = format!("whsec_{}", "A".repeat(43) + "=");
     let refused = std::panic::AssertUnwindSafe(verify_with_standard_webhooks(&other, &deliveries));

@@ -4,17 +4,20 @@
 //!
 //! * [`workload`]: registry clients (register, pause, resume, read, list through random
 //!   nodes, on a few shared names so that they collide) and consumers of watched clocks.
+//! * [`webhooks`]: the webhook clocks every run watches besides those of its channel, and
+//!   the receiver in the test process their ticks are POSTed to.
 //! * [`nemesis`]: SIGKILL and SIGSTOP of leaders and followers, power losses (of the leader,
 //!   a follower or every node: their disks drop every write not fsynced), full-cluster
 //!   crashes, broker outages. Every run's nodes keep their data on power-loss filesystems
 //!   ([`crate::power`]), and every run ends with a power loss of every node before its state
 //!   is read.
 //! * [`check`]: durability of acknowledged writes, linearizability of the registry history,
-//!   the tick guarantees (nothing lost, repeats keep their id, paused clocks stay silent), and
-//!   liveness after the last fault.
+//!   the tick guarantees (nothing lost, repeats keep their id, paused clocks stay silent; for
+//!   the webhook clocks, whose receiver no fault touches, every instant within the liveness
+//!   bound of the last heal), and liveness after the last fault.
 //!
 //! Every random choice derives from the seed. A run's seed also picks its channel: even seeds
-//! use RabbitMQ, odd ones http. Timing is not deterministic — the system under test is real —
+//! use RabbitMQ, odd ones http; every run also has its webhook clocks. Timing is not deterministic — the system under test is real —
 //! so a replay repeats the choices, not the interleaving.
 
 pub mod check;
@@ -24,6 +27,7 @@ pub mod rng;
 pub mod run;
 pub mod scripted;
 pub mod time;
+pub mod webhooks;
 pub mod workload;
 
 use std::fmt::Write as _;
@@ -63,10 +67,12 @@ pub async fn run(options: Options) -> Vec<RunReport> {
     reports
 }
 
-/// The table header.
+/// The table header. The columns from `expected` to `dup` count the ticks of the clocks of
+/// the run's channel; `webhook e/d/l/d` the webhook clocks' expected, delivered, lost and
+/// duplicated ticks.
 pub fn header() -> String {
     format!(
-        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9}  {}",
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9} {:>15}  {}",
         "seed",
         "channel",
         "faults",
@@ -78,6 +84,7 @@ pub fn header() -> String {
         "dup",
         "gap_ms",
         "leader_ms",
+        "webhook e/d/l/d",
         "verdict"
     )
 }
@@ -85,8 +92,9 @@ pub fn header() -> String {
 /// One run's row.
 pub fn report_line(report: &RunReport) -> String {
     let ticks = &report.ticks;
+    let hooks = &report.webhook_ticks;
     format!(
-        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9}  {}",
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9} {:>15}  {}",
         report.seed,
         format!("{:?}", report.channel).to_lowercase(),
         report.faults.len(),
@@ -98,6 +106,10 @@ pub fn report_line(report: &RunReport) -> String {
         ticks.duplicated,
         ticks.longest_gap_ms,
         report.max_time_to_leader_ms(),
+        format!(
+            "{}/{}/{}/{}",
+            hooks.expected, hooks.delivered, hooks.lost, hooks.duplicated
+        ),
         if report.violations.is_empty() {
             "ok"
         } else {
@@ -106,7 +118,8 @@ pub fn report_line(report: &RunReport) -> String {
     )
 }
 
-/// The closing summary: the faults of every run and a totals line ("… lost N …").
+/// The closing summary: the faults of every run and a totals line ("… lost N …", then the
+/// webhook clocks' own figures).
 pub fn summary(reports: &[RunReport]) -> String {
     let mut out = String::new();
     for report in reports {
@@ -130,7 +143,7 @@ pub fn summary(reports: &[RunReport]) -> String {
     let sum = |field: fn(&RunReport) -> u64| reports.iter().map(field).sum::<u64>();
     let _ = writeln!(
         out,
-        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, unobserved {}, duplicated {}, violations {}",
+        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, unobserved {}, duplicated {}, violations {}; webhook ticks expected {}, delivered {}, lost {}, duplicated {}",
         reports.len(),
         sum(|r| r.faults.len() as u64),
         sum(|r| r.operations as u64),
@@ -140,6 +153,10 @@ pub fn summary(reports: &[RunReport]) -> String {
         sum(|r| r.ticks.unobserved),
         sum(|r| r.ticks.duplicated),
         sum(|r| r.violations.len() as u64),
+        sum(|r| r.webhook_ticks.expected),
+        sum(|r| r.webhook_ticks.delivered),
+        sum(|r| r.webhook_ticks.lost),
+        sum(|r| r.webhook_ticks.duplicated),
     );
     out
 }

@@ -1,5 +1,7 @@
 //! One chaos run: start a cluster on power-loss filesystems, run the workload and the nemesis,
-//! heal, cut the power of every node and restart them, and check the history.
+//! heal, cut the power of every node and restart them, and check the history. Besides the
+//! clocks of the run's channel, every run watches [`WEBHOOK_CLOCKS`] webhook clocks (see
+//! [`crate::chaos::webhooks`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -14,6 +16,7 @@ use crate::chaos::history::{Fault, LeaderRecovery, Op, OpResult, Violation, Watc
 use crate::chaos::nemesis::{self, LEADER_BOUND};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
+use crate::chaos::webhooks::{WEBHOOK_CLOCKS, WebhookWatch};
 use crate::chaos::workload::{self, Consumer, Records};
 use crate::power::{Loss, PowerCluster};
 use crate::rabbit::GatedBroker;
@@ -51,8 +54,10 @@ pub struct RunReport {
     pub final_loss: Loss,
     /// Client operations recorded.
     pub operations: usize,
-    /// Tick figures of the watched clocks.
+    /// Tick figures of the watched clocks of the run's channel.
     pub ticks: ticks::TickReport,
+    /// Tick figures of the watched webhook clocks, judged by the strict rule.
+    pub webhook_ticks: ticks::TickReport,
     /// Every broken guarantee.
     pub violations: Vec<Violation>,
 }
@@ -90,9 +95,11 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         Channel::Rabbit => Some(GatedBroker::start().await),
         Channel::Http => None,
     };
+    let webhooks = WebhookWatch::start().await;
     let builder = TestCluster::builder()
         .link_proxies()
         .skewable_clocks()
+        .setting("webhook_allow_private", "true")
         .rabbit_uri(broker.as_ref().map(GatedBroker::gated_uri));
     let power = PowerCluster::start(builder, 3).await;
     let cluster: &TestCluster = &power;
@@ -122,14 +129,36 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         watched.push(WatchedClock::every_second(&created, now_ms()));
     }
 
+    let client_rngs: Vec<Rng> = (0..CLIENTS).map(|_| rng.fork()).collect();
+    let pauser_rng = rng.fork();
+    // Forked after every fork that seeds drew before the webhook clocks existed, so that they
+    // replay what they replayed.
+    let mut webhook_rng = rng.fork();
+    let mut webhook_watched = Vec::new();
+    for index in 0..WEBHOOK_CLOCKS {
+        let name = format!("webhook-{seed}-{index}");
+        let body = webhooks.registration(&name);
+        match register_body_with_retries(cluster, &body, &mut webhook_rng).await {
+            Some(created) if created["channel"]["type"] == "webhook" => {
+                webhook_watched.push(WatchedClock::every_second(&created, now_ms()));
+            }
+            Some(created) => violations.push(Violation {
+                checker: "workload",
+                detail: format!("the webhook clock {name} was registered as {created}"),
+            }),
+            None => violations.push(Violation {
+                checker: "workload",
+                detail: format!("could not register the webhook clock {name} at all"),
+            }),
+        }
+    }
+
     let until_ms = now_ms() + seconds * 1_000;
     let names: Vec<String> = (0..NAMES)
         .map(|index| format!("chaos-{seed}-{index}"))
         .collect();
     let ids = Mutex::new(BTreeMap::new());
     let clients_until_ms = AtomicU64::new(until_ms);
-    let client_rngs: Vec<Rng> = (0..CLIENTS).map(|_| rng.fork()).collect();
-    let pauser_rng = rng.fork();
     let clients = client_rngs
         .into_iter()
         .enumerate()
@@ -199,6 +228,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     for consumer in consumers {
         consumer.stop();
     }
+    violations.extend(webhooks.record_into(&records, consumed_until_ms));
 
     // The final full restart follows a power loss of every node: what survives it is what the
     // cluster kept on disk.
@@ -227,12 +257,25 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     let unanswered = records.unanswered_pops();
     let tick_report = ticks::check(&watched, &deliveries, &unanswered, window, CATCH_UP_MS);
     violations.extend(tick_report.violations.iter().cloned());
+    // The receiver is never faulted: every instant of a webhook clock must arrive within the
+    // liveness bound of the heal (or of the instant, when due after it), so the window ends
+    // one bound before the consumers stopped.
+    let bound_ms = u64::try_from(LIVENESS_BOUND.as_millis()).unwrap_or(u64::MAX);
+    let webhook_report = ticks::check_strict(
+        &webhook_watched,
+        &deliveries,
+        (window.0, consumed_until_ms.saturating_sub(bound_ms)),
+        heal_ms,
+        bound_ms,
+    );
+    violations.extend(webhook_report.violations.iter().cloned());
+    let every_watched = [watched.as_slice(), webhook_watched.as_slice()].concat();
     violations.extend(liveness::check(
         heal_ms,
         leader_at_ms,
-        &watched,
+        &every_watched,
         &deliveries,
-        u64::try_from(LIVENESS_BOUND.as_millis()).unwrap_or(u64::MAX),
+        bound_ms,
     ));
     // The nemesis waits at most LEADER_BOUND for a new leader after a fault that took the old
     // one away; a fault that outlasted it is a broken liveness promise, not just a slow run.
@@ -253,6 +296,7 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         final_loss,
         operations: events.len(),
         ticks: tick_report,
+        webhook_ticks: webhook_report,
         violations,
     }
 }
@@ -263,11 +307,21 @@ pub(crate) async fn register_with_retries(
     name: &str,
     rng: &mut Rng,
 ) -> Option<Value> {
+    let body = serde_json::json!({ "name": name, "schedule": "every.1.seconds" });
+    register_body_with_retries(cluster, &body, rng).await
+}
+
+/// Registers the clock `body` describes, retrying through the nodes until one answers 201.
+async fn register_body_with_retries(
+    cluster: &TestCluster,
+    body: &Value,
+    rng: &mut Rng,
+) -> Option<Value> {
     let nodes = cluster.node_ids();
     for _ in 0..20 {
         let node = *rng.pick(&nodes);
-        let request = crate::api::authed(cluster, reqwest::Method::POST, node, "/api/v1/clocks")
-            .json(&serde_json::json!({ "name": name, "schedule": "every.1.seconds" }));
+        let request =
+            crate::api::authed(cluster, reqwest::Method::POST, node, "/api/v1/clocks").json(body);
         if let Ok((reqwest::StatusCode::CREATED, _, body)) = crate::api::try_send(request).await {
             return Some(body);
         }

@@ -1,5 +1,6 @@
 //! The clients of a chaos run: registry clients that register, pause, resume, read and list
-//! clocks through random nodes, and consumers that receive the ticks of watched clocks.
+//! clocks through random nodes, and consumers that receive the ticks of watched clocks (the
+//! webhook clocks' receiver is in [`crate::chaos::webhooks`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +42,12 @@ impl Records {
 
     /// Records a tick message received by a consumer.
     pub fn push_delivery(&self, message: &Value) {
+        self.push_delivery_received_at(message, now_ms());
+    }
+
+    /// Records a tick message a consumer received at `received_ms` (ms since the epoch): for
+    /// a consumer that stamps its deliveries itself, as the webhook receiver does.
+    pub fn push_delivery_received_at(&self, message: &Value, received_ms: u64) {
         let delivery = Delivery {
             clock: message["clock"].as_str().unwrap_or_default().to_string(),
             tick_id: message["tick_id"].as_str().unwrap_or_default().to_string(),
@@ -49,7 +56,7 @@ impl Records {
                 .and_then(parse_rfc3339_ms)
                 .unwrap_or(0),
             manual: message["manual"].as_bool().unwrap_or(false),
-            received_ms: now_ms(),
+            received_ms,
         };
         self.deliveries
             .lock()

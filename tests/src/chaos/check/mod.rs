@@ -16,7 +16,9 @@
 //!   registry. Guards against stale reads, split-brain writes, two clocks for one pair.
 //! - [`ticks`]: no scheduled tick is lost, none is delivered under a new id, none fires while
 //!   its clock is paused, every one falls on an instant of its schedule. Redelivery under the
-//!   same id is allowed (SPEC §7) and only counted.
+//!   same id is allowed (SPEC §7) and only counted. The webhook clocks, whose receiver no
+//!   fault touches, are held to a strict rule: every instant within the liveness bound of the
+//!   last heal.
 //! - [`liveness`]: once the last fault is healed the cluster has a leader and every running
 //!   watched clock ticks again, within a bound. Guards against a cluster that stays safe by
 //!   doing nothing.

@@ -7,6 +7,10 @@
 //! `<clock>-<instant>`; redelivery under that same id is allowed (a leader may die before it
 //! knows a delivery was confirmed) and only counted, while a second id for one instant means
 //! the tick was fired twice.
+//!
+//! Clocks whose consumer no fault touches (the webhook clocks, see
+//! [`crate::chaos::webhooks`]) are judged by [`check_strict`]: no catch-up allowance, and
+//! every instant delivered within the liveness bound of the last heal.
 
 use std::collections::BTreeMap;
 
@@ -98,6 +102,61 @@ pub fn check(
             .filter(|pop| pop.clock == clock.id)
             .collect();
         check_clock(clock, &mine, &pops, window, catch_up_ms, &mut report);
+    }
+    report
+}
+
+/// [`check`] under the strict rule, for clocks whose consumer no fault touches (the webhook
+/// receiver in the test process: only the nodes are faulted, so nothing excuses a late tick).
+///
+/// Every expected instant `t` must reach the consumer by `max(t, heal_ms) + bound_ms`: a tick
+/// due before the last fault was healed within the liveness bound after the heal, any later
+/// one within the bound after its instant. `window.1` must leave the consumer `bound_ms` to
+/// receive the last instants: an undelivered expected instant is lost, with no catch-up
+/// allowance (`catch_up_ms` is 0) and no unanswered pop to explain it. A delivered instant
+/// whose first receipt came after its deadline is a violation of its own ("late"). The rest
+/// is [`check`]'s: the same `tick_id` more than once is counted in `duplicated`, a second id
+/// for one instant, a foreign id, a tick while paused or before its instant are violations.
+pub fn check_strict(
+    clocks: &[WatchedClock],
+    deliveries: &[Delivery],
+    window: (u64, u64),
+    heal_ms: u64,
+    bound_ms: u64,
+) -> TickReport {
+    let mut report = check(clocks, deliveries, &[], window, 0);
+    for clock in clocks {
+        let mut first: BTreeMap<u64, u64> = BTreeMap::new();
+        for delivery in deliveries
+            .iter()
+            .filter(|delivery| delivery.clock == clock.id && !delivery.manual)
+        {
+            first
+                .entry(delivery.scheduled_ms)
+                .and_modify(|received| *received = (*received).min(delivery.received_ms))
+                .or_insert(delivery.received_ms);
+        }
+        let late: Vec<String> = first
+            .iter()
+            .filter(|&(&instant, &received)| {
+                instant <= window.1 && received > instant.max(heal_ms).saturating_add(bound_ms)
+            })
+            .map(|(instant, received)| format!("{instant} received at {received}"))
+            .collect();
+        if !late.is_empty() {
+            let listed: Vec<&str> = late.iter().take(LISTED).map(String::as_str).collect();
+            let more = if late.len() > LISTED { ", …" } else { "" };
+            report.violations.push(Violation {
+                checker: CHECKER,
+                detail: format!(
+                    "clock {}: {} tick(s) late: received more than {bound_ms} ms after the \
+                     heal at {heal_ms} (or after their instant, when due later): {}{more}",
+                    clock.id,
+                    late.len(),
+                    listed.join(", ")
+                ),
+            });
+        }
     }
     report
 }
@@ -546,6 +605,74 @@ mod tests {
             }
             assert!(report.violations.iter().all(|v| v.checker == CHECKER));
         }
+    }
+
+    #[test]
+    fn the_strict_rule_allows_no_catch_up_and_no_late_tick() {
+        let clocks = vec![watched("c1", 0, vec![])];
+        let (window, heal, bound) = ((10_000, 20_000), 15_500, 5_000);
+
+        // Everything on time, one tick repeated under its own id: a pass.
+        let mut on_time = ticks("c1", 10_000, 20_000);
+        on_time.push(Delivery {
+            received_ms: 16_000,
+            ..tick("c1", 12_000)
+        });
+        let report = check_strict(&clocks, &on_time, window, heal, bound);
+        assert_eq!(
+            (
+                report.expected,
+                report.delivered,
+                report.lost,
+                report.duplicated
+            ),
+            (10, 10, 0, 1),
+            "{report:#?}"
+        );
+        assert!(report.violations.is_empty(), "{report:#?}");
+
+        // Missing at the very end with nothing after it: `check` would wait for the catch-up;
+        // the strict rule counts it lost.
+        let report = check_strict(&clocks, &ticks("c1", 10_000, 19_000), window, heal, bound);
+        assert_eq!(
+            (report.lost, report.violations.len()),
+            (1, 1),
+            "{report:#?}"
+        );
+        assert!(
+            report.violations[0].detail.contains("instants 20000"),
+            "{report:#?}"
+        );
+
+        // 12 000 (due before the heal) first received 5 001 ms after the heal; 18 000 (due
+        // after it) received 5 001 ms after its instant; 13 000 exactly on its deadline.
+        let mut late = without(
+            without(without(ticks("c1", 10_000, 20_000), 12_000), 13_000),
+            18_000,
+        );
+        late.extend([
+            Delivery {
+                received_ms: 20_501,
+                ..tick("c1", 12_000)
+            },
+            Delivery {
+                received_ms: 20_500,
+                ..tick("c1", 13_000)
+            },
+            Delivery {
+                received_ms: 23_001,
+                ..tick("c1", 18_000)
+            },
+        ]);
+        let report = check_strict(&clocks, &late, window, heal, bound);
+        assert_eq!((report.delivered, report.lost), (10, 0), "{report:#?}");
+        assert_eq!(report.violations.len(), 1, "{report:#?}");
+        let detail = &report.violations[0].detail;
+        assert!(detail.contains("2 tick(s) late"), "{detail}");
+        assert!(
+            detail.contains("12000 received at 20501, 18000 received at 23001"),
+            "{detail}"
+        );
     }
 
     #[test]
