@@ -144,6 +144,35 @@ struct Duties<'a> {
     purge_every: Duration,
     /// The proposal of the last intent, so that at most one is in flight.
     intent_in_flight: Option<JoinHandle<()>>,
+    /// Given-up ticks are logged at most once per [`GIVEN_UP_LOG_EVERY`]: a receiver that
+    /// refuses every tick of ten thousand clocks must not write ten thousand lines a second.
+    given_up: GivenUpLog,
+}
+
+/// How often given-up ticks are logged at most.
+const GIVEN_UP_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The given-up ticks not yet logged, and when the last line was written.
+#[derive(Default)]
+struct GivenUpLog {
+    unlogged: u64,
+    logged_at: Option<Instant>,
+}
+
+impl GivenUpLog {
+    /// Counts one given-up tick; says whether to log it now, with how many were left unlogged
+    /// before it.
+    fn note(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .logged_at
+            .is_some_and(|at| now.duration_since(at) < GIVEN_UP_LOG_EVERY)
+        {
+            self.unlogged = self.unlogged.saturating_add(1);
+            return None;
+        }
+        self.logged_at = Some(now);
+        Some(std::mem::take(&mut self.unlogged))
+    }
 }
 
 type Confirming =
@@ -170,6 +199,7 @@ impl<'a> Duties<'a> {
             decisions,
             purge_every,
             intent_in_flight: None,
+            given_up: GivenUpLog::default(),
         }
     }
 
@@ -270,7 +300,15 @@ impl<'a> Duties<'a> {
                 tracing::debug!(tick = %key.1, ?after, %reason, "a tick will be tried again");
             }
             PublishOutcome::GaveUp(reason) => {
-                tracing::warn!(tick = %key.1, clock = %settled.clock, %reason, "a tick was given up");
+                if let Some(unlogged) = self.given_up.note(Instant::now()) {
+                    tracing::warn!(
+                        tick = %key.1,
+                        clock = %settled.clock,
+                        %reason,
+                        unlogged,
+                        "a tick was given up (unlogged: those given up since the last such line)"
+                    );
+                }
             }
         }
         self.decisions.settle(key, settled, Instant::now())
@@ -513,5 +551,20 @@ mod tests {
                 "{offset_ms} ms: {verdict:?}"
             );
         }
+    }
+
+    #[test]
+    fn given_up_ticks_are_logged_at_most_once_per_period_with_the_count_between() {
+        let mut log = GivenUpLog::default();
+        let start = Instant::now();
+        assert_eq!(log.note(start), Some(0), "the first one is logged");
+        for _ in 0..5 {
+            assert_eq!(log.note(start + GIVEN_UP_LOG_EVERY / 2), None);
+        }
+        assert_eq!(
+            log.note(start + GIVEN_UP_LOG_EVERY),
+            Some(5),
+            "a period later, one line says how many went unlogged"
+        );
     }
 }
