@@ -7,7 +7,7 @@
 //! each to the broker, an intent knows which of its ticks are late or coalesced. So every node
 //! answers the same, and the figures survive failovers and restarts. Their size is fixed
 //! whatever the traffic: one [`ClockStats`] per clock (counters, one [`Delivery`] and the last
-//! [`RECENT_TICKS`] latenesses, 56 bytes, allocated by the first tick that records anything:
+//! [`RECENT_TICKS`] latenesses, 64 bytes, allocated by the first tick that records anything:
 //! see [`StatsSlot`]) and one [`DeliverySeries`] of
 //! [`SERIES_BUCKETS`] buckets for the whole cluster.
 //!
@@ -126,7 +126,7 @@ impl From<RecentLateness> for Vec<u16> {
 }
 
 /// What became of one clock's ticks since it was registered (or since its cluster reached
-/// level 2). 68 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
+/// level 2). 64 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClockStats {
@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn a_clocks_statistics_stay_small() {
         // Every clock carries a slot: at a million clocks each byte here is a megabyte per node.
-        assert!(size_of::<ClockStats>() <= 68);
+        assert!(size_of::<ClockStats>() <= 64);
         assert_eq!(size_of::<StatsSlot>(), size_of::<usize>());
     }
 
