@@ -40,6 +40,20 @@ impl Delivery {
     pub fn lateness_ms(&self) -> f64 {
         self.received_ms - self.scheduled_ms
     }
+
+    /// The delivery of the tick message `data`, received at `received_ms` from `publisher`;
+    /// `None` if `data` is not a tick message. Every channel's consumer reads ticks this way.
+    pub fn read(data: &[u8], received_ms: f64, publisher: String) -> Option<Delivery> {
+        let body = serde_json::from_slice::<Body>(data).ok()?;
+        let scheduled = chrono::DateTime::parse_from_rfc3339(&body.scheduled_at).ok()?;
+        Some(Delivery {
+            clock: body.clock,
+            tick_id: body.tick_id,
+            scheduled_ms: scheduled.timestamp_millis() as f64,
+            received_ms,
+            publisher,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -119,28 +133,17 @@ impl TickConsumers {
             self.tasks.push(tokio::spawn(async move {
                 while let Some(Ok(delivery)) = consumer.next().await {
                     let received_ms = now_ms();
-                    let Ok(body) = serde_json::from_slice::<Body>(&delivery.data) else {
-                        continue;
-                    };
-                    let Ok(scheduled) = chrono::DateTime::parse_from_rfc3339(&body.scheduled_at)
-                    else {
-                        continue;
-                    };
                     let publisher = delivery
                         .properties
                         .app_id()
                         .as_ref()
                         .map(|id| id.to_string())
                         .unwrap_or_default();
-                    sink.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(Delivery {
-                            clock: body.clock,
-                            tick_id: body.tick_id,
-                            scheduled_ms: scheduled.timestamp_millis() as f64,
-                            received_ms,
-                            publisher,
-                        });
+                    if let Some(tick) = Delivery::read(&delivery.data, received_ms, publisher) {
+                        sink.lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(tick);
+                    }
                 }
             }));
         }

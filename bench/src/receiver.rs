@@ -14,18 +14,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::post;
-use serde::Deserialize;
 use tokio::net::TcpListener;
 
 use crate::consumer::{Delivery, now_ms};
-
-/// The fields of a tick message the measurement reads.
-#[derive(Deserialize)]
-struct Body {
-    clock: String,
-    tick_id: String,
-    scheduled_at: String,
-}
 
 type Sink = Arc<Mutex<Vec<Delivery>>>;
 
@@ -83,26 +74,17 @@ impl Drop for WebhookReceiver {
 /// missing from the count rather than as a tick received.
 async fn receive(State(sink): State<Sink>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let received_ms = now_ms();
-    let Ok(body) = serde_json::from_slice::<Body>(&body) else {
-        return StatusCode::BAD_REQUEST;
-    };
-    let Ok(scheduled) = chrono::DateTime::parse_from_rfc3339(&body.scheduled_at) else {
-        return StatusCode::BAD_REQUEST;
-    };
     // tickd names its node in the User-Agent; the bare sender names itself.
     let publisher = headers
         .get(header::USER_AGENT)
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let Some(tick) = Delivery::read(&body, received_ms, publisher) else {
+        return StatusCode::BAD_REQUEST;
+    };
     sink.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(Delivery {
-            clock: body.clock,
-            tick_id: body.tick_id,
-            scheduled_ms: scheduled.timestamp_millis() as f64,
-            received_ms,
-            publisher,
-        });
+        .push(tick);
     StatusCode::OK
 }
