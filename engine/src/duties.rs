@@ -1,7 +1,7 @@
 //! What the leader does that followers do not, as effects: propose intents, renew the lease,
-//! publish the outbox to RabbitMQ at each tick's instant, confirm what the broker confirmed,
-//! and purge abandoned clocks. What to do at each step is decided by [`Decisions`]; this
-//! module owns the timers, the proposals, the broker and the metrics.
+//! hand the outbox to its publishers (RabbitMQ, webhooks) at each tick's instant, confirm what
+//! they delivered or gave up, and purge abandoned clocks. What to do at each step is decided by
+//! [`Decisions`]; this module owns the timers, the proposals, the publishers and the metrics.
 //!
 //! One loop, one structure: the replicated outbox is ordered by due instant, so the loop sleeps
 //! until the earliest unpublished tick and publishes everything due then. No task per clock.

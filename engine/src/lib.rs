@@ -5,8 +5,8 @@
 //! A tick is published only after the leader has committed its intent to fire it (SPEC §7).
 //! The leader proposes an intent a little ahead of time ([`decisions::LOOKAHEAD`]): applying it
 //! files every tick due in the window into the replicated ledger (`tickd_domain::TickLedger`),
-//! so the publish at the instant itself needs no consensus round. RabbitMQ ticks wait in the
-//! ledger's outbox until the broker confirms them; the leader then commits a `Confirm` that
+//! so the publish at the instant itself needs no consensus round. RabbitMQ and webhook ticks
+//! wait in the ledger's outbox until the broker confirms them or their receiver takes them; the leader then commits a `Confirm` that
 //! removes them, in batches. A new leader finds the unconfirmed ticks in the outbox and
 //! publishes them again with the same ids: no tick is lost, and a repeat is recognizable.
 //!

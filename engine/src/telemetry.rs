@@ -27,9 +27,11 @@ pub const TICKS_DROPPED: &str = "tickd_ticks_dropped_total";
 /// Clocks the committed intents visited: what firing costs, which the due index keeps to
 /// the clocks due rather than the clocks registered.
 pub const INTENT_CLOCKS_VISITED: &str = "tickd_intent_clocks_visited_total";
-/// Ticks handed to RabbitMQ, first deliveries and repeats alike.
+/// Ticks handed to a publisher (RabbitMQ, or a webhook attempt), first deliveries and repeats
+/// alike.
 pub const TICKS_PUBLISHED: &str = "tickd_ticks_published_total";
-/// Ticks the broker confirmed as stored in their clock's queue.
+/// Ticks delivered: confirmed by the broker as stored in their clock's queue, or taken by their
+/// webhook receiver (2xx).
 pub const TICKS_DELIVERED: &str = "tickd_ticks_delivered_total";
 /// Ticks published again after a failover (see [`record_redelivered`]).
 pub const TICKS_REDELIVERED: &str = "tickd_ticks_redelivered_total";
@@ -37,9 +39,9 @@ pub const TICKS_REDELIVERED: &str = "tickd_ticks_redelivered_total";
 pub const TICKS_UNROUTABLE: &str = "tickd_ticks_unroutable_total";
 /// Publishes that failed or were not confirmed; those ticks are published again.
 pub const TICK_PUBLISH_FAILURES: &str = "tickd_tick_publish_failures_total";
-/// How late a tick was handed to the broker, after its instant.
+/// How late a tick was handed to its publisher, after its instant.
 pub const TICK_PUBLISH_LATENESS: &str = "tickd_tick_publish_lateness_seconds";
-/// From handing a tick to the broker to the broker's confirmation.
+/// From handing a tick over to its delivery (the broker's confirmation, the receiver's 2xx).
 pub const TICK_CONFIRM_DURATION: &str = "tickd_tick_confirm_duration_seconds";
 /// Whether this node holds a live connection to RabbitMQ.
 pub const RABBITMQ_CONNECTED: &str = "tickd_rabbitmq_connected";
@@ -81,10 +83,13 @@ pub fn describe() {
         "Clocks the intents this node proposed as leader visited: those due in each intent's \
          window, not every clock registered"
     );
-    describe_counter!(TICKS_PUBLISHED, "Ticks this node handed to RabbitMQ");
+    describe_counter!(
+        TICKS_PUBLISHED,
+        "Ticks this node handed to RabbitMQ or to a webhook attempt"
+    );
     describe_counter!(
         TICKS_DELIVERED,
-        "Ticks the broker confirmed as stored in their clock's queue"
+        "Ticks delivered: confirmed by RabbitMQ, or taken by their webhook receiver (2xx)"
     );
     describe_counter!(
         TICKS_REDELIVERED,
@@ -102,12 +107,12 @@ pub fn describe() {
     describe_histogram!(
         TICK_PUBLISH_LATENESS,
         Unit::Seconds,
-        "How long after its instant a tick was handed to RabbitMQ"
+        "How long after its instant a tick was handed to RabbitMQ or a webhook attempt"
     );
     describe_histogram!(
         TICK_CONFIRM_DURATION,
         Unit::Seconds,
-        "From handing a tick to RabbitMQ to the broker's confirmation"
+        "From handing a tick over to its delivery: the broker's confirmation or the receiver's 2xx"
     );
     describe_gauge!(
         RABBITMQ_CONNECTED,
@@ -172,7 +177,7 @@ pub(crate) fn record_filed(filed: &Filed) {
     counter!(INTENT_CLOCKS_VISITED).increment(filed.visited);
 }
 
-/// Counts one tick handed to the broker, `lateness` after its instant.
+/// Counts one tick handed to its publisher, `lateness` after its instant.
 pub(crate) fn record_published(lateness: Duration) {
     counter!(TICKS_PUBLISHED).increment(1);
     record_seconds(TICK_PUBLISH_LATENESS, lateness);
@@ -184,7 +189,7 @@ pub(crate) fn record_redelivered() {
     counter!(TICKS_REDELIVERED).increment(1);
 }
 
-/// Counts one tick the broker confirmed `after` its publish.
+/// Counts one tick delivered `after` its publish.
 pub(crate) fn record_delivered(after: Duration) {
     counter!(TICKS_DELIVERED).increment(1);
     record_seconds(TICK_CONFIRM_DURATION, after);
