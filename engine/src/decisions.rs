@@ -138,8 +138,6 @@ struct Retry {
 #[derive(Debug)]
 pub struct Decisions {
     config: EngineConfig,
-    /// Whether a broker is configured: without one, nothing is published.
-    publishes: bool,
     lease: Lease,
     /// Outbox ticks handed to the broker by this leader and still in the outbox: either
     /// awaiting the broker's confirmation or awaiting the `Confirm` command that removes them.
@@ -165,7 +163,7 @@ pub struct Decisions {
 
 impl Decisions {
     /// The decisions of a leader that takes over at `now` with `registry` applied.
-    pub fn new(config: EngineConfig, publishes: bool, registry: &Registry, now: Now) -> Self {
+    pub fn new(config: EngineConfig, registry: &Registry, now: Now) -> Self {
         let inherited = registry
             .ledger()
             .outbox
@@ -175,7 +173,6 @@ impl Decisions {
             .collect();
         Self {
             config,
-            publishes,
             lease: Lease::default(),
             in_flight: HashSet::new(),
             abandoned: BTreeSet::new(),
@@ -222,7 +219,7 @@ impl Decisions {
         let idle = now.instant + IDLE_WAKE;
         // With the most ticks in flight, a settled one makes room: look again at the next idle
         // wake, not at once (which would spin).
-        if !self.publishes || self.in_flight.len() >= MAX_IN_FLIGHT {
+        if self.in_flight.len() >= MAX_IN_FLIGHT {
             return idle;
         }
         let next = registry
@@ -241,13 +238,13 @@ impl Decisions {
     }
 
     /// The ticks to publish at `now`: due, not in flight, for clocks that still exist, at
-    /// most [`MAX_PUBLISH_BATCH`] and no more than [`MAX_IN_FLIGHT`] in flight. Empty without a broker, during a pause, or without the
-    /// lease (which pauses publishing until the lease may have been renewed).
+    /// most [`MAX_PUBLISH_BATCH`] and no more than [`MAX_IN_FLIGHT`] in flight. Empty during a
+    /// pause, or without the lease (which pauses publishing until the lease may have been
+    /// renewed).
     pub fn due(&mut self, now: Now, registry: &Registry) -> Vec<Outgoing> {
-        if !self.publishes
-            || self
-                .publish_paused_until
-                .is_some_and(|paused| now.instant < paused)
+        if self
+            .publish_paused_until
+            .is_some_and(|paused| now.instant < paused)
         {
             return Vec::new();
         }
@@ -447,7 +444,7 @@ mod tests {
     /// The decisions of a leader that took over at `now` and holds its lease from then (for
     /// [`LEASE`]).
     fn leading(registry: &Registry, now: Now) -> Decisions {
-        let mut decisions = Decisions::new(config(), true, registry, now);
+        let mut decisions = Decisions::new(config(), registry, now);
         decisions.lease_confirmed(now.instant);
         decisions
     }
@@ -476,7 +473,7 @@ mod tests {
     #[test]
     fn the_intent_reaches_the_lookahead_with_the_configured_limits() {
         let now = start();
-        let intent = Decisions::new(config(), true, &Registry::new(), now).intent(now);
+        let intent = Decisions::new(config(), &Registry::new(), now).intent(now);
         assert_eq!(
             intent,
             Intent {
@@ -550,7 +547,7 @@ mod tests {
     fn nothing_is_published_before_the_lease_is_confirmed() {
         let now = start();
         let registry = one_ticking_clock(now);
-        let mut decisions = Decisions::new(config(), true, &registry, now);
+        let mut decisions = Decisions::new(config(), &registry, now);
         let first_due = now.after(Duration::from_secs(1));
         assert!(decisions.due(first_due, &registry).is_empty());
         // Not in a busy loop: the next look waits for a renewal.
@@ -567,7 +564,7 @@ mod tests {
     fn nothing_is_published_once_the_lease_has_run_out() {
         let now = start();
         let registry = one_ticking_clock(now);
-        let mut decisions = Decisions::new(config(), true, &registry, now);
+        let mut decisions = Decisions::new(config(), &registry, now);
         let asked_at = now.after(Duration::from_secs(1) - LEASE);
         decisions.lease_confirmed(asked_at.instant);
         assert!(
@@ -577,7 +574,7 @@ mod tests {
             "a lease asked for {LEASE:?} before the tick's instant has run out at it"
         );
 
-        let mut decisions = Decisions::new(config(), true, &registry, now);
+        let mut decisions = Decisions::new(config(), &registry, now);
         decisions.lease_confirmed(asked_at.after(MS).instant);
         assert_eq!(
             decisions
@@ -897,20 +894,6 @@ mod tests {
         assert_eq!(
             decisions.abandoned(now.after(TTL), &registry),
             Some(vec![idle])
-        );
-    }
-
-    #[test]
-    fn without_a_broker_nothing_is_published() {
-        let now = start();
-        let registry = one_ticking_clock(now);
-        let instant = now.after(Duration::from_secs(1));
-        let mut decisions = Decisions::new(config(), false, &registry, now);
-        decisions.lease_confirmed(instant.instant);
-        assert!(decisions.due(instant, &registry).is_empty());
-        assert_eq!(
-            decisions.next_publish_at(instant, &registry),
-            instant.instant + IDLE_WAKE
         );
     }
 }

@@ -38,11 +38,11 @@ pub const INTENT_EVERY: Duration = Duration::from_millis(200);
 /// How often confirmed ticks are removed from the outbox, in one command.
 pub const CONFIRM_EVERY: Duration = Duration::from_millis(100);
 
-/// Runs the leader duties whenever this node leads, until `stop` turns true. Without a
-/// `publisher` the outbox is never published (no clock can file ticks in it then).
+/// Runs the leader duties whenever this node leads, until `stop` turns true; `publisher`
+/// carries the outbox's ticks to their receivers.
 pub async fn run(
     replica: Replica,
-    publisher: Option<Arc<dyn Publisher>>,
+    publisher: Arc<dyn Publisher>,
     config: EngineConfig,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -138,7 +138,7 @@ fn held(term: u64, verdict: &Verdict, held_in: &mut Option<u64>) {
 struct Duties<'a> {
     replica: &'a Replica,
     clock: ClusterClock,
-    publisher: Option<Arc<dyn Publisher>>,
+    publisher: Arc<dyn Publisher>,
     decisions: Decisions,
     /// How often abandoned clocks are looked for.
     purge_every: Duration,
@@ -181,17 +181,12 @@ type Confirming =
 impl<'a> Duties<'a> {
     fn new(
         replica: &'a Replica,
-        publisher: Option<Arc<dyn Publisher>>,
+        publisher: Arc<dyn Publisher>,
         config: EngineConfig,
         at: Now,
     ) -> Self {
         let purge_every = config.purge_every();
-        let decisions = Decisions::new(
-            config,
-            publisher.is_some(),
-            &replica.state().read().registry,
-            at,
-        );
+        let decisions = Decisions::new(config, &replica.state().read().registry, at);
         Self {
             replica,
             clock: replica.clock().clone(),
@@ -354,12 +349,10 @@ impl<'a> Duties<'a> {
     /// Publishes what the decisions say is due, and follows each tick until the publisher
     /// settles it.
     async fn publish_due(&mut self, confirming: &mut Confirming) {
-        let Some(publisher) = self.publisher.clone() else {
-            return;
-        };
         let Ok(at) = now(&self.clock) else {
             return;
         };
+        let publisher = self.publisher.clone();
         let outgoing = self.read(|decisions, registry| decisions.due(at, registry));
         if outgoing.is_empty() {
             return;

@@ -320,7 +320,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         "engine",
         tickd_engine::run(
             replica.clone(),
-            Some(Arc::new(publishers) as Arc<dyn Publisher>),
+            Arc::new(publishers),
             config.engine.clone(),
             stopped,
         ),
