@@ -1,6 +1,6 @@
-//! A webhook receiver for the tests: an HTTP server on loopback that records every delivery
-//! (its Standard Webhooks headers and its body, as sent) and answers as the test scripts it,
-//! and the check of recorded signatures with the Standard Webhooks project's own library
+//! A webhook receiver for the tests: an HTTP (or HTTPS) server on loopback that records every
+//! delivery (its Standard Webhooks headers and its body, as sent) and answers as the test
+//! scripts it, and the check of recorded signatures with the Standard Webhooks project's own library
 //! (`tests/webhook/verify.py`, PyPI's `standardwebhooks`), never with tickd's code.
 
 use std::net::SocketAddr;
@@ -14,11 +14,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+use crate::pki::Identity;
 use crate::tools;
 
 /// One delivery as the receiver saw it.
@@ -65,6 +68,8 @@ impl Shared {
 pub struct Receiver {
     address: SocketAddr,
     shared: Arc<Shared>,
+    /// Its TLS configuration when it serves https.
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
 }
 
@@ -76,6 +81,20 @@ impl Receiver {
 
     /// A receiver that answers as `script` says.
     pub async fn scripted(script: Script) -> Receiver {
+        Self::listen(script, None).await
+    }
+
+    /// A receiver that answers 200 to every delivery over https, with `identity`'s
+    /// certificate (one `tickd certs create-node --host 127.0.0.1` made, say).
+    pub async fn start_tls(identity: &Identity) -> Receiver {
+        Self::listen(
+            Arc::new(|_, _| StatusCode::OK),
+            Some(server_config(identity)),
+        )
+        .await
+    }
+
+    async fn listen(script: Script, tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port for the receiver");
@@ -87,6 +106,7 @@ impl Receiver {
         let receiver = Receiver {
             address,
             shared,
+            tls,
             shutdown: Mutex::new(None),
         };
         receiver.serve(listener);
@@ -102,18 +122,33 @@ impl Receiver {
         let app = Router::new()
             .route("/hook", post(receive))
             .with_state(self.shared.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        match &self.tls {
+            None => tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await;
+            }),
+            Some(tls) => {
+                let listener = TlsListener {
+                    tcp: listener,
+                    acceptor: tokio_rustls::TlsAcceptor::from(tls.clone()),
+                };
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(stopped)
+                        .await;
                 })
-                .await;
-        });
+            }
+        };
     }
 
     /// The URL ticks are sent to.
     pub fn url(&self) -> String {
-        format!("http://{}/hook", self.address)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/hook", self.address)
     }
 
     /// The URL under another host name that resolves to the receiver (`localhost`).
@@ -202,6 +237,55 @@ async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
         at: Instant::now(),
     });
     status
+}
+
+/// The TLS configuration of a receiver that presents `identity`'s certificate.
+fn server_config(identity: &Identity) -> Arc<rustls::ServerConfig> {
+    let chain = CertificateDer::pem_file_iter(&identity.cert)
+        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+        .unwrap_or_else(|error| panic!("read {}: {error}", identity.cert.display()));
+    let key = PrivateKeyDer::from_pem_file(&identity.key)
+        .unwrap_or_else(|error| panic!("read {}: {error}", identity.key.display()));
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("rustls' default protocol versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("a usable receiver certificate and key");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// A TCP listener whose connections are served once their TLS handshake succeeds; a failed
+/// handshake (a client that does not trust the certificate) only ends its connection.
+struct TlsListener {
+    tcp: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((socket, address)) = self.tcp.accept().await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            if let Ok(Ok(stream)) =
+                tokio::time::timeout(Duration::from_secs(5), self.acceptor.accept(socket)).await
+            {
+                return (stream, address);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
 }
 
 /// A receiver that accepts connections and never answers: each is held open until the test

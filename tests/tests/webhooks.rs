@@ -11,6 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tickd_tests::api::{action, register_body, register_webhook, stats_of};
 use tickd_tests::cluster::tickd_binary;
+use tickd_tests::pki::Pki;
 use tickd_tests::timing::FAILOVER;
 use tickd_tests::webhook::{Delivery, Receiver, Silent, verify_with_standard_webhooks};
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
@@ -284,7 +285,6 @@ async fn a_receiver_down_for_20_seconds_gets_every_tick_once_it_is_back() {
     )
     .await;
     receiver.go_down();
-    let down_at = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(20)).await;
     let missed_by_then = of_clock(receiver.delivered(), &id).len();
     receiver.resume().await;
@@ -312,7 +312,59 @@ async fn a_receiver_down_for_20_seconds_gets_every_tick_once_it_is_back() {
         verify_with_standard_webhooks(&secret, &delivered).await,
         delivered.len()
     );
-    let _ = down_at;
+}
+
+/// `webhook_ca_file`: an https receiver whose certificate a private CA signed gets every tick
+/// once the cluster trusts that CA; one signed by a CA it does not trust gets none, though it
+/// serves any client that trusts its own.
+#[tokio::test]
+async fn https_receivers_are_trusted_through_webhook_ca_file_and_no_other_ca() {
+    let dir = tempfile::tempdir().expect("a folder for the receivers' CAs");
+    let trusted = Pki::create(&dir.path().join("trusted"));
+    let stranger_ca = Pki::create(&dir.path().join("stranger"));
+    let receiver = Receiver::start_tls(&trusted.node(1, &["127.0.0.1"])).await;
+    let stranger = Receiver::start_tls(&stranger_ca.node(1, &["127.0.0.1"])).await;
+    let cluster = TestCluster::builder()
+        .nodes(1)
+        .setting("webhook_allow_private", "true")
+        .setting("webhook_ca_file", format!("{:?}", trusted.ca()))
+        .start()
+        .await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(30)).await;
+    let (id, secret) = webhook_clock(&cluster, leader, "every.1.seconds", &receiver.url()).await;
+    let (stranger_id, _) =
+        webhook_clock(&cluster, leader, "every.1.seconds", &stranger.url()).await;
+    eventually(
+        "ticks over https to the receiver the CA file vouches for",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || async { (of_clock(receiver.delivered(), &id).len() >= 3).then_some(()) },
+    )
+    .await;
+    let delivered = of_clock(receiver.delivered(), &id);
+    assert_no_gap(&delivered, "an https receiver");
+    assert_eq!(
+        verify_with_standard_webhooks(&secret, &delivered).await,
+        delivered.len()
+    );
+    assert!(
+        of_clock(stranger.deliveries(), &stranger_id).is_empty(),
+        "a receiver whose CA the cluster does not trust got ticks"
+    );
+    // The stranger is refused for its certificate alone: a client that trusts its CA is served.
+    let client = tickd_tests::http::client_builder()
+        .tls_backend_preconfigured(stranger_ca.client_config(None))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("an HTTPS client");
+    let answer = client
+        .post(stranger.url())
+        .header("webhook-id", "probe")
+        .body("{}")
+        .send()
+        .await
+        .expect("the stranger serves a client that trusts its CA");
+    assert_eq!(answer.status(), StatusCode::OK);
 }
 
 #[tokio::test]
