@@ -18,6 +18,10 @@ use sha2::Sha256;
 
 use crate::excerpt::Excerpt;
 
+mod failing;
+
+pub use failing::{FailingReceiver, FailingReceivers, MAX_NAMED, MAX_REASON_CHARS};
+
 /// The longest receiver URL accepted, in bytes: every node keeps it with the clock.
 pub const MAX_URL_BYTES: usize = 2_048;
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use futures::future::{self, BoxFuture};
+use tickd_domain::webhook::FailingReceivers;
 
 use crate::decisions::{Outgoing, PUBLISH_RETRY_PAUSE};
 use crate::publisher::{Destination, PublishOutcome, Publisher, Refused, Settlement};
@@ -145,5 +146,9 @@ impl Publisher for Publishers {
                 .collect())
         }
         .boxed()
+    }
+
+    fn failing_receivers(&self) -> FailingReceivers {
+        self.webhook.failing_receivers()
     }
 }

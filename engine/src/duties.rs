@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use futures::stream::{FuturesUnordered, StreamExt};
+use tickd_domain::webhook::FailingReceivers;
 use tickd_domain::{Command, Outcome, Registry};
 use tickd_raft::Replica;
 use tickd_raft::cluster_clock::{ClusterClock, MEASURE_EVERY, Verdict};
@@ -37,6 +38,8 @@ use crate::{EngineConfig, telemetry};
 pub const INTENT_EVERY: Duration = Duration::from_millis(200);
 /// How often confirmed ticks are removed from the outbox, in one command.
 pub const CONFIRM_EVERY: Duration = Duration::from_millis(100);
+/// How often the receivers the publisher sees failing are handed to the node's status.
+pub const REPORT_RECEIVERS_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs the leader duties whenever this node leads, until `stop` turns true; `publisher`
 /// carries the outbox's ticks to their receivers.
@@ -54,7 +57,10 @@ pub async fn run(
             Role::Fire { term, at } => {
                 tracing::info!(term, "leading: firing ticks");
                 let duties = Duties::new(&replica, publisher.clone(), config.clone(), at);
-                match duties.run(term, &mut stop).await {
+                let exit = duties.run(term, &mut stop).await;
+                // A node that no longer leads publishes nothing, so it sees no receiver fail.
+                replica.report_failing_receivers(FailingReceivers::default());
+                match exit {
                     Exit::Stop => return,
                     Exit::LostLeadership => {
                         tracing::info!(term, "no longer leading: ticks stop here");
@@ -212,6 +218,7 @@ impl<'a> Duties<'a> {
         let mut renewals = interval(LEASE_RENEW_EVERY);
         let mut confirms = interval(CONFIRM_EVERY);
         let mut purges = interval(self.purge_every);
+        let mut reports = interval(REPORT_RECEIVERS_EVERY);
         let mut confirming = Confirming::new();
         self.renew_lease().await;
         // When to publish next. Finding it scans the outbox past the ticks in flight, so it is
@@ -249,6 +256,9 @@ impl<'a> Duties<'a> {
                 }
                 _ = confirms.tick() => self.propose_confirms(),
                 _ = purges.tick() => self.purge_abandoned(),
+                _ = reports.tick() => self
+                    .replica
+                    .report_failing_receivers(self.publisher.failing_receivers()),
             }
         }
     }

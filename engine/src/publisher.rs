@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tickd_domain::webhook::FailingReceivers;
 use tickd_domain::{Channel, Clock, Webhook};
 
 use crate::decisions::Outgoing;
@@ -103,6 +104,13 @@ pub trait Publisher: Send + Sync {
         &'a self,
         ticks: &'a [Outgoing],
     ) -> BoxFuture<'a, Result<Vec<Settlement>, Refused>>;
+
+    /// The receivers whose last attempt failed, for the cluster's status: none for a publisher
+    /// that does not judge receivers one by one (RabbitMQ's broker is one destination, whose
+    /// outage its own metrics and log report).
+    fn failing_receivers(&self) -> FailingReceivers {
+        FailingReceivers::default()
+    }
 }
 
 #[cfg(test)]

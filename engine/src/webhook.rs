@@ -28,7 +28,8 @@ use futures::future::{self, BoxFuture};
 use rand::Rng as _;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
-use tickd_domain::{Tick, Webhook, webhook::address_allowed};
+use tickd_domain::webhook::{FailingReceivers, address_allowed};
+use tickd_domain::{Tick, Webhook};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -203,7 +204,7 @@ impl Webhooks {
             telemetry::record_webhook_attempt(healthy, &outcome);
             match this
                 .receivers()
-                .finished(&receiver, healthy, Instant::now())
+                .finished(&receiver, healthy, reason_of(&outcome), Instant::now())
             {
                 Change::None => {}
                 Change::StartedFailing => tracing::warn!(
@@ -321,6 +322,10 @@ impl Publisher for Webhooks {
             })
             .collect();
         future::ready(Ok(settlements)).boxed()
+    }
+
+    fn failing_receivers(&self) -> FailingReceivers {
+        self.receivers().failing(Instant::now())
     }
 }
 

@@ -237,6 +237,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
             transport,
             config.raft_address.clone(),
             clock,
+            replica.receiver_reports(),
         ),
         Listener::Raft,
         raft_security,

@@ -176,6 +176,7 @@ mod tests {
             version: None,
             levels: None,
             zone_database: None,
+            failing_receivers: None,
         }
     }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, ForwardToLeader, RaftError};
+use tickd_domain::webhook::FailingReceivers;
 use tickd_domain::{Command, Outcome};
 use tokio::time::{Instant, sleep};
 use tracing::{Span, field};
@@ -29,7 +30,7 @@ use crate::network::{
     MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH,
 };
 use crate::progress::{ProgressCell, ReplicationProgress};
-use crate::status::NodeStatus;
+use crate::status::{NodeStatus, ReceiverReports};
 use crate::telemetry;
 use crate::view::{ClusterView, ClusterWatch};
 use crate::{NodeAddr, NodeId, Raft, Response, StateHandle};
@@ -101,6 +102,9 @@ pub struct Replica {
     progress: ProgressCell,
     /// Why this node is about to exit, once it is (see [`Self::mark_failed`]).
     failed: Arc<OnceLock<String>>,
+    /// The webhook receivers the engine last reported failing (see
+    /// [`Self::report_failing_receivers`]).
+    receiver_reports: ReceiverReports,
 }
 
 /// How this node reaches the leader: itself when it leads, else the leader's internal routes.
@@ -163,6 +167,7 @@ impl Replica {
             state,
             progress: ProgressCell::default(),
             failed: Arc::default(),
+            receiver_reports: ReceiverReports::default(),
         };
         (replica, proposals)
     }
@@ -200,9 +205,25 @@ impl Replica {
         ClusterWatch::new(self.route.raft.metrics())
     }
 
-    /// What this node says of itself on its status route, its clock's reading included.
+    /// What this node says of itself on its status route, its clock's reading and the
+    /// receivers it sees failing included.
     pub fn own_status(&self) -> NodeStatus {
-        NodeStatus::of(&self.cluster()).with_clock(self.clock())
+        NodeStatus::of(&self.cluster())
+            .with_clock(self.clock())
+            .with_failing_receivers(self.receiver_reports.get())
+    }
+
+    /// Where the engine's reports of failing receivers are kept, for the status route
+    /// (`crate::rpc::router`).
+    pub fn receiver_reports(&self) -> ReceiverReports {
+        self.receiver_reports.clone()
+    }
+
+    /// Records the webhook receivers the leader's engine sees failing (an empty report once it
+    /// stops leading): the node's status carries them, so that the cluster's status on any
+    /// node, and the dashboard, show which receiver holds ticks back.
+    pub fn report_failing_receivers(&self, report: FailingReceivers) {
+        self.receiver_reports.set(report);
     }
 
     /// Asks a quorum whether this node still leads, here and without forwarding: the

@@ -29,7 +29,7 @@ use crate::network::{
 use crate::peer_auth::{PeerAuth, VerifiedPeer};
 use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
-use crate::status::NodeStatus;
+use crate::status::{NodeStatus, ReceiverReports};
 use crate::unsupported::{self, Unsupported};
 use crate::view::ClusterView;
 use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
@@ -45,7 +45,8 @@ const MAX_CHALLENGE_BYTES: usize = 1024;
 /// `secret` keys this node's membership proof; `transport` lets the leader reach a node it is
 /// asked to add before that node is a member; `raft_address` is this node's advertised Raft
 /// address, which its membership proof binds; `clock` stamps the status with this node's wall
-/// clock and refuses forwarded writes while this node hands over its leadership.
+/// clock and refuses forwarded writes while this node hands over its leadership; `reports`
+/// adds the webhook receivers this node sees failing while it leads to its status.
 pub fn router(
     raft: Raft,
     auth: PeerAuth,
@@ -53,6 +54,7 @@ pub fn router(
     transport: PeerTransport,
     raft_address: String,
     clock: ClusterClock,
+    reports: ReceiverReports,
 ) -> Router {
     let proof = Router::new()
         .route(PROOF_PATH, post(prove))
@@ -74,7 +76,10 @@ pub fn router(
             READ_INDEX_PATH,
             post(read_index).with_state((raft.clone(), clock.clone())),
         )
-        .route(STATUS_PATH, get(status).with_state((raft.clone(), clock)))
+        .route(
+            STATUS_PATH,
+            get(status).with_state((raft.clone(), clock, reports)),
+        )
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(auth, require_member))
         .with_state(raft)
@@ -334,8 +339,14 @@ async fn prove(
     )))
 }
 
-async fn status(State((raft, clock)): State<(Raft, ClusterClock)>) -> Response {
-    reply(NodeStatus::of(&ClusterView::of(&raft.metrics().borrow())).with_clock(&clock))
+async fn status(
+    State((raft, clock, reports)): State<(Raft, ClusterClock, ReceiverReports)>,
+) -> Response {
+    reply(
+        NodeStatus::of(&ClusterView::of(&raft.metrics().borrow()))
+            .with_clock(&clock)
+            .with_failing_receivers(reports.get()),
+    )
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! What one node says about itself to its peers.
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use tickd_domain::Levels;
+use tickd_domain::webhook::FailingReceivers;
 
 use crate::NodeId;
 use crate::cluster_clock::{ClusterClock, Verdict};
@@ -45,6 +47,10 @@ pub struct NodeStatus {
     /// schedules are computed with. Absent from a node that predates them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_database: Option<String>,
+    /// The webhook receivers the node's publisher sees failing while it leads. Absent when
+    /// none fails, and from a node that predates webhooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_receivers: Option<FailingReceivers>,
 }
 
 impl NodeStatus {
@@ -62,12 +68,21 @@ impl NodeStatus {
             version: Some(BINARY_VERSION.to_owned()),
             levels: Some(Levels::THIS_BINARY),
             zone_database: Some(tickd_domain::zone_database_version().to_owned()),
+            failing_receivers: None,
         }
     }
 
     /// The levels the node supports, counting one that advertises none as v0.1.0.
     pub fn supported_levels(&self) -> Levels {
         self.levels.unwrap_or(Levels::UNADVERTISED)
+    }
+
+    /// The status with the failing receivers of `report`, if any.
+    pub fn with_failing_receivers(self, report: FailingReceivers) -> Self {
+        Self {
+            failing_receivers: (!report.is_empty()).then_some(report),
+            ..self
+        }
     }
 
     /// The status with this node's wall clock reading and its clock's verdict.
@@ -77,5 +92,29 @@ impl NodeStatus {
             clock: Some(clock.verdict()),
             ..self
         }
+    }
+}
+
+/// The webhook receivers the leader's engine last reported failing, shared by the replica
+/// (which records them) and the node's status route (which serves them), so that any node's
+/// cluster status can show them.
+#[derive(Clone, Debug)]
+pub struct ReceiverReports(watch::Sender<FailingReceivers>);
+
+impl Default for ReceiverReports {
+    fn default() -> Self {
+        Self(watch::Sender::new(FailingReceivers::default()))
+    }
+}
+
+impl ReceiverReports {
+    /// Replaces the report.
+    pub fn set(&self, report: FailingReceivers) {
+        self.0.send_replace(report);
+    }
+
+    /// The latest report.
+    pub fn get(&self) -> FailingReceivers {
+        self.0.borrow().clone()
     }
 }

@@ -11,6 +11,7 @@ use tickd_tests::api::{self, clock_id, register};
 use tickd_tests::browser::Browser;
 use tickd_tests::cluster::THIS_LEVEL;
 use tickd_tests::timing::FAILOVER;
+use tickd_tests::webhook::Receiver;
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
 /// How long the page may take to show what the cluster did (it checks every 250 ms for the
@@ -279,6 +280,79 @@ async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser
             .any(|change| change.contains(&format!("node {successor} leads"))),
         "the change is listed: {changes:?}"
     );
+}
+
+/// A webhook receiver that fails shows under the cluster, on a follower's page, with its
+/// failures, its open circuit and the last error, and leaves the page once it answers again.
+#[tokio::test]
+async fn a_failing_webhook_receiver_shows_on_the_page_until_it_answers_again() {
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .setting("webhook_allow_private", "true")
+        .start()
+        .await;
+    let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
+    cluster
+        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
+        .await;
+    let page_node = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    // Down from the start: every attempt finds the port closed.
+    let receiver = Receiver::start().await;
+    receiver.go_down();
+    let (status, _, clock) = api::register_webhook(
+        &cluster,
+        page_node,
+        &unique_name("hook"),
+        "every.1.seconds",
+        &receiver.url(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{clock}");
+    let browser = Browser::start().await;
+    sign_in(&browser, &cluster, page_node, cluster.token()).await;
+    let host = receiver
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/hook")
+        .to_owned();
+    let selector = format!("#failing-list li[data-receiver=\"{host}\"]");
+    // Ten failures in a row open its circuit: about ten seconds of ticks and their retries.
+    let shown = eventually(
+        "the receiver failing, its circuit open",
+        Duration::from_secs(40),
+        POLL,
+        || async {
+            texts(&browser, &selector)
+                .await
+                .into_iter()
+                .find(|text| text.contains("circuit open"))
+        },
+    )
+    .await;
+    assert!(
+        shown.contains("failed attempts in a row") && shown.contains("last: "),
+        "{shown}"
+    );
+    browser.screenshot("dashboard-failing-receiver").await;
+    receiver.resume().await;
+    // The circuit's probe (within its first 10 s open) succeeds, and the report is empty.
+    eventually(
+        "the receiver gone from the page",
+        Duration::from_secs(40),
+        POLL,
+        || async {
+            let hidden = browser
+                .run("return document.getElementById('failing-receivers').hidden;")
+                .await;
+            (texts(&browser, &selector).await.is_empty() && hidden == Value::Bool(true))
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -2,7 +2,8 @@
 //!
 //! In the status, the leader and term are this node's view; every member (this one included)
 //! is asked for its own role and applied index with a short timeout, so an unreachable member
-//! shows as `reachable: false` instead of delaying the answer.
+//! shows as `reachable: false` instead of delaying the answer. The leader's answer also names
+//! the webhook receivers it sees failing.
 //!
 //! `POST /api/v1/cluster/nodes` and `DELETE /api/v1/cluster/nodes/{id}` change the membership
 //! through the leader (`tickd_raft::membership`), wherever they arrive. Both answer with the
@@ -18,6 +19,7 @@ use axum::http::StatusCode;
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use tickd_domain::Excerpt;
+use tickd_domain::webhook::FailingReceivers;
 use tickd_raft::cluster_clock::{PeerOffset, Verdict};
 use tickd_raft::membership::{Members, MembershipChange, MembershipError};
 use tickd_raft::{NodeAddr, NodeId};
@@ -44,6 +46,10 @@ pub struct ClusterStatus {
     cluster_level: u32,
     /// Every member, voters and learners.
     nodes: Vec<MemberStatus>,
+    /// The webhook receivers whose last attempt failed, as the leader reports them: absent
+    /// when none fails or the leader did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failing_receivers: Option<FailingReceivers>,
 }
 
 /// One member and how it answered.
@@ -121,6 +127,12 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
         }
     });
     let answers = join_all(polls).await;
+    let failing_receivers = view
+        .members
+        .keys()
+        .zip(&answers)
+        .find(|(id, _)| Some(**id) == view.leader)
+        .and_then(|(_, answer)| answer.as_ref()?.failing_receivers.clone());
     let stalled = app.replica.progress().stalled_followers;
     let mut offsets = app.replica.clock().offsets();
     offsets.insert(
@@ -179,6 +191,7 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
         term: view.term,
         cluster_level,
         nodes,
+        failing_receivers,
     }
 }
 

@@ -7,11 +7,15 @@
 //! in a row is backed off as a whole: its circuit opens for [`CIRCUIT_OPEN`] (doubling with
 //! each failed probe, up to [`CIRCUIT_OPEN_MAX`]), its ticks wait without an attempt, and once
 //! the time has passed one attempt probes it; a success closes the circuit.
+//!
+//! The receivers that fail are reported ([`Receivers::failing`]) for the cluster's status and
+//! the dashboard.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tickd_domain::webhook::{FailingReceiver, FailingReceivers};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -57,6 +61,8 @@ struct Receiver {
     admitted: usize,
     /// Failed attempts since the last success.
     failures: u32,
+    /// The first of those failures, and why the last one failed.
+    failing: Option<Failing>,
     /// While open, no attempt before this instant (then one probe).
     open_until: Option<Instant>,
     /// How long the circuit opens next time.
@@ -64,6 +70,19 @@ struct Receiver {
     /// A probe is running: the others wait for its answer.
     probing: bool,
 }
+
+/// Since when a receiver fails, and when and why it failed last.
+#[derive(Debug)]
+struct Failing {
+    since: Instant,
+    last: Instant,
+    last_error: String,
+}
+
+/// How long after its last failed attempt a receiver with no tick admitted is forgotten: its
+/// clocks are gone or paused, and it no longer holds anything back. Twice the longest circuit,
+/// so a receiver that still has ticks is probed, and remembered, well within it.
+pub const FORGET_AFTER: Duration = Duration::from_secs(600);
 
 /// Every receiver that has ticks admitted or a circuit that is not closed.
 #[derive(Debug)]
@@ -97,6 +116,7 @@ impl Receivers {
                 slots: Arc::new(Semaphore::new(per_receiver)),
                 admitted: 0,
                 failures: 0,
+                failing: None,
                 open_until: None,
                 next_open: CIRCUIT_OPEN,
                 probing: false,
@@ -123,9 +143,16 @@ impl Receivers {
     }
 
     /// A tick admitted for `receiver` finished at `now`: `Some(true)` if its attempt
-    /// succeeded, `Some(false)` if the receiver failed it, `None` if the attempt says nothing
-    /// about the receiver's health (it refused the tick for good, or it was never sent).
-    pub fn finished(&mut self, receiver: &str, healthy: Option<bool>, now: Instant) -> Change {
+    /// succeeded, `Some(false)` if the receiver failed it (for `reason`), `None` if the attempt
+    /// says nothing about the receiver's health (it refused the tick for good, or it was never
+    /// sent).
+    pub fn finished(
+        &mut self,
+        receiver: &str,
+        healthy: Option<bool>,
+        reason: &str,
+        now: Instant,
+    ) -> Change {
         let Some(state) = self.receivers.get_mut(receiver) else {
             return Change::None;
         };
@@ -134,6 +161,7 @@ impl Receivers {
         match healthy {
             Some(true) => {
                 state.failures = 0;
+                state.failing = None;
                 state.open_until = None;
                 state.next_open = CIRCUIT_OPEN;
                 state.probing = false;
@@ -143,6 +171,12 @@ impl Receivers {
                 if state.failures == 1 {
                     change = Change::StartedFailing;
                 }
+                let since = state.failing.as_ref().map_or(now, |failing| failing.since);
+                state.failing = Some(Failing {
+                    since,
+                    last: now,
+                    last_error: reason.to_owned(),
+                });
                 let probe_failed = state.probing;
                 if probe_failed
                     || (state.open_until.is_none() && state.failures >= CIRCUIT_FAILURES)
@@ -169,6 +203,35 @@ impl Receivers {
             .values()
             .filter(|state| state.open_until.is_some())
             .count()
+    }
+
+    /// The receivers whose last attempt failed, as of `now`; those with no tick admitted that
+    /// have not failed for [`FORGET_AFTER`] are forgotten first.
+    pub fn failing(&mut self, now: Instant) -> FailingReceivers {
+        self.receivers.retain(|_, state| {
+            state.admitted > 0
+                || state.failing.as_ref().is_none_or(|failing| {
+                    now.saturating_duration_since(failing.last) < FORGET_AFTER
+                })
+        });
+        FailingReceivers::of(
+            self.receivers
+                .iter()
+                .filter_map(|(receiver, state)| {
+                    let failing = state.failing.as_ref()?;
+                    Some(FailingReceiver {
+                        receiver: receiver.clone(),
+                        failures: state.failures,
+                        failing_for_ms: u64::try_from(
+                            now.saturating_duration_since(failing.since).as_millis(),
+                        )
+                        .unwrap_or(u64::MAX),
+                        circuit_open: state.open_until.is_some(),
+                        last_error: failing.last_error.clone(),
+                    })
+                })
+                .collect(),
+        )
     }
 }
 
@@ -201,7 +264,7 @@ mod tests {
             }
         ));
         go(receivers.admit("other.example:443", now));
-        receivers.finished(HOST, Some(true), now);
+        receivers.finished(HOST, Some(true), "refused", now);
         go(receivers.admit(HOST, now));
     }
 
@@ -216,7 +279,10 @@ mod tests {
                 CIRCUIT_FAILURES => Change::Opened,
                 _ => Change::None,
             };
-            assert_eq!(receivers.finished(HOST, Some(false), now), expected);
+            assert_eq!(
+                receivers.finished(HOST, Some(false), "refused", now),
+                expected
+            );
         }
         assert_eq!(receivers.open_circuits(), 1);
         let Admission::Wait { after, .. } = receivers.admit(HOST, now) else {
@@ -231,7 +297,10 @@ mod tests {
             Admission::Wait { .. }
         ));
         // The probe fails: open again, for twice as long.
-        assert_eq!(receivers.finished(HOST, Some(false), later), Change::None);
+        assert_eq!(
+            receivers.finished(HOST, Some(false), "refused", later),
+            Change::None
+        );
         let Admission::Wait { after, .. } = receivers.admit(HOST, later) else {
             panic!("a failed probe reopens the circuit");
         };
@@ -239,10 +308,67 @@ mod tests {
         // The next probe succeeds: closed, and every tick goes.
         let after_reopen = later + CIRCUIT_OPEN * 2;
         go(receivers.admit(HOST, after_reopen));
-        receivers.finished(HOST, Some(true), after_reopen);
+        receivers.finished(HOST, Some(true), "refused", after_reopen);
         assert_eq!(receivers.open_circuits(), 0);
         go(receivers.admit(HOST, after_reopen));
         go(receivers.admit(HOST, after_reopen));
+    }
+
+    #[test]
+    fn a_failing_receiver_is_reported_from_its_first_failure_until_a_success() {
+        let now = Instant::now();
+        let mut receivers = Receivers::new(4, 100);
+        go(receivers.admit(HOST, now));
+        receivers.finished(HOST, Some(false), "the receiver answered 503", now);
+        go(receivers.admit("healthy.example:443", now));
+        receivers.finished("healthy.example:443", Some(true), "", now);
+        let later = now + Duration::from_secs(3);
+        for _ in 1..CIRCUIT_FAILURES {
+            go(receivers.admit(HOST, later));
+            receivers.finished(HOST, Some(false), "connection refused", later);
+        }
+        let report = receivers.failing(later + Duration::from_secs(1));
+        assert_eq!(report.count, 1);
+        assert_eq!(
+            report.longest,
+            vec![FailingReceiver {
+                receiver: HOST.to_owned(),
+                failures: CIRCUIT_FAILURES,
+                failing_for_ms: 4_000,
+                circuit_open: true,
+                last_error: "connection refused".to_owned(),
+            }]
+        );
+        // A refusal says nothing about its health; a success ends the report.
+        let reopened = later + CIRCUIT_OPEN;
+        go(receivers.admit(HOST, reopened));
+        receivers.finished(HOST, None, "", reopened);
+        assert_eq!(receivers.failing(reopened).count, 1);
+        go(receivers.admit(HOST, reopened));
+        receivers.finished(HOST, Some(true), "", reopened);
+        assert!(receivers.failing(reopened).is_empty());
+    }
+
+    #[test]
+    fn a_failing_receiver_without_ticks_is_forgotten_after_a_while() {
+        let now = Instant::now();
+        let mut receivers = Receivers::new(4, 100);
+        go(receivers.admit(HOST, now));
+        receivers.finished(HOST, Some(false), "connection refused", now);
+        go(receivers.admit("busy.example:443", now));
+        receivers.finished("busy.example:443", Some(false), "timed out", now);
+        // One tick of the busy receiver is still admitted: it stays, however long it takes.
+        go(receivers.admit("busy.example:443", now));
+        assert_eq!(
+            receivers
+                .failing(now + FORGET_AFTER - Duration::from_millis(1))
+                .count,
+            2
+        );
+        let report = receivers.failing(now + FORGET_AFTER);
+        assert_eq!(report.count, 1);
+        assert_eq!(report.longest[0].receiver, "busy.example:443");
+        assert_eq!(receivers.receivers.len(), 1);
     }
 
     #[test]
@@ -252,10 +378,10 @@ mod tests {
         for _ in 0..3 {
             for _ in 1..CIRCUIT_FAILURES {
                 go(receivers.admit(HOST, now));
-                receivers.finished(HOST, Some(false), now);
+                receivers.finished(HOST, Some(false), "refused", now);
             }
             go(receivers.admit(HOST, now));
-            receivers.finished(HOST, Some(true), now);
+            receivers.finished(HOST, Some(true), "refused", now);
         }
         assert_eq!(receivers.open_circuits(), 0);
         assert!(

@@ -163,6 +163,7 @@ function renderCluster(status) {
     cell(row, node.version ?? "—");
     cell(row, offsetText(node));
   }
+  renderFailingReceivers(status.failing_receivers);
   $("cluster-summary").textContent = status.leader == null
     ? `no leader · term ${status.term}`
     : `leader node ${status.leader} · term ${status.term} · level ${status.cluster_level}`;
@@ -177,6 +178,29 @@ function renderCluster(status) {
     }
     lastLeader = status.leader;
   }
+}
+
+// The receivers the leader sees failing: which one holds webhook ticks back, for how long and
+// why. The leader names the 20 failing longest; the summary counts them all.
+function renderFailingReceivers(report) {
+  const failing = report ? report.longest : [];
+  $("failing-receivers").hidden = failing.length === 0;
+  $("failing-summary").textContent = report ? `${report.count} as the leader sees them` : "";
+  $("failing-list").replaceChildren(...failing.map((receiver) => {
+    const item = document.createElement("li");
+    item.dataset.receiver = receiver.receiver;
+    const circuit = receiver.circuit_open ? ", backed off (circuit open)" : "";
+    item.textContent = `${receiver.receiver}: ${receiver.failures} failed attempts in a row for `
+      + `${durationText(receiver.failing_for_ms)}${circuit}; last: ${receiver.last_error}`;
+    return item;
+  }));
+}
+
+function durationText(ms) {
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 120) return `${seconds} s`;
+  const minutes = Math.round(seconds / 60);
+  return minutes < 120 ? `${minutes} min` : `${Math.round(minutes / 60)} h`;
 }
 
 function offsetText(node) {
