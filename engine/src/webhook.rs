@@ -180,8 +180,8 @@ impl Webhooks {
         let task = tokio::spawn(async move {
             // The receiver's own slot first: a tick that waits for its receiver must not hold
             // one of the slots every receiver shares.
-            let _slot = slots.acquire().await;
-            let _total = this.total.acquire().await;
+            let slot = slots.acquire().await;
+            let total = this.total.acquire().await;
             // The majority's time now: the hand-over's, and what the monotonic clock says has
             // passed since.
             let at = |instant: Instant| {
@@ -201,6 +201,8 @@ impl Webhooks {
                     this.retry(attempt, None, deadline, describe(&error)),
                 ),
             };
+            // The answer is read: the next attempts may go while this one is accounted for.
+            drop((total, slot));
             telemetry::record_webhook_attempt(healthy, &outcome);
             match this
                 .receivers()
