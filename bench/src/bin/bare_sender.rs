@@ -163,9 +163,10 @@ async fn wait_until(instant_ms: u64) {
     }
 }
 
-/// Sends one tick, signed as the engine signs it: the request is built (and its timestamp
-/// taken) before waiting for a slot, as the engine builds it before its attempt waits for
-/// one, and the answer is read before the slot is given back, as the engine reads it.
+/// Sends one tick, signed as the engine signs it, and reads the answer before the slot is
+/// given back, as the engine does. The request is built (and its timestamp taken) before
+/// waiting for a slot; the engine builds it once its attempt holds one, so that a tick that
+/// waited long is signed with a fresh timestamp: the same work, in another order.
 async fn send(sender: Arc<Sender>, tick: Tick) {
     let body = match serde_json::to_vec(&tick.message()) {
         Ok(body) => body,
