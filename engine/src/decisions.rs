@@ -306,9 +306,11 @@ impl Decisions {
     /// Records what the publisher said at `now` about one tick; true if it must be published
     /// again.
     pub fn settle(&mut self, key: OutboxKey, settled: Settled, now: Instant) -> bool {
+        // Every outcome but an expiry ends an attempt.
+        let attempted = u32::from(!matches!(settled.outcome, PublishOutcome::Expired(_)));
         let published_ms = match settled.outcome {
             PublishOutcome::Delivered { .. } => Some(settled.published_ms),
-            PublishOutcome::GaveUp(_) => None,
+            PublishOutcome::GaveUp(_) | PublishOutcome::Expired(_) => None,
             PublishOutcome::Unroutable => {
                 // Nobody can receive it: the tick is done, and the clock is abandoned.
                 self.abandoned.insert(settled.clock);
@@ -331,7 +333,7 @@ impl Decisions {
         self.confirmed.push(Confirmation {
             key,
             published_ms,
-            attempts: failed_before.saturating_add(1),
+            attempts: failed_before.saturating_add(attempted),
         });
         false
     }
@@ -456,6 +458,20 @@ mod tests {
             published_ms: at.wall_ms,
             outcome,
         }
+    }
+
+    /// Settles `tick` at `at` with an `outcome` that ends its attempts; returns the
+    /// confirmations then waiting.
+    fn settle_for_good(
+        decisions: &mut Decisions,
+        registry: &Registry,
+        tick: &Outgoing,
+        at: Now,
+        outcome: PublishOutcome,
+    ) -> Option<Vec<Confirmation>> {
+        let again = decisions.settle(tick.key.clone(), settled(tick, at, outcome), at.instant);
+        assert!(!again, "the outcome ended the tick's attempts");
+        decisions.confirms(registry)
     }
 
     fn keys(outgoing: &[Outgoing]) -> Vec<OutboxKey> {
@@ -737,13 +753,8 @@ mod tests {
         let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
         let key = outgoing[0].key.clone();
         let gave_up = PublishOutcome::GaveUp("404 Not Found".into());
-        assert!(!decisions.settle(
-            key.clone(),
-            settled(&outgoing[0], instant, gave_up),
-            instant.instant
-        ));
         assert_eq!(
-            decisions.confirms(&registry),
+            settle_for_good(&mut decisions, &registry, &outgoing[0], instant, gave_up),
             Some(vec![Confirmation {
                 key,
                 published_ms: None,
@@ -754,6 +765,41 @@ mod tests {
             decisions
                 .due(instant.after(IDLE_WAKE), &registry)
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_tick_that_expires_while_it_waits_is_given_up_without_another_attempt() {
+        let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
+        let key = outgoing[0].key.clone();
+        let failed = PublishOutcome::RetryAfter {
+            after: Duration::from_secs(1),
+            reason: "503".into(),
+        };
+        assert!(decisions.settle(
+            key.clone(),
+            settled(&outgoing[0], instant, failed),
+            instant.instant
+        ));
+        let later = instant.after(Duration::from_secs(1));
+        decisions.lease_confirmed(later.instant);
+        let again: Vec<Outgoing> = decisions
+            .due(later, &registry)
+            .into_iter()
+            .filter(|tick| tick.key == key)
+            .collect();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].attempt, 2);
+        decisions.accepted(&again);
+        let expired = PublishOutcome::Expired("webhook_retry_for_ms ran out".into());
+        assert_eq!(
+            settle_for_good(&mut decisions, &registry, &again[0], later, expired),
+            Some(vec![Confirmation {
+                key,
+                published_ms: None,
+                attempts: 1
+            }]),
+            "the one failed attempt, and none for the expiry"
         );
     }
 

@@ -304,7 +304,7 @@ impl<'a> Duties<'a> {
             | PublishOutcome::Deferred { after, reason } => {
                 tracing::debug!(tick = %key.1, ?after, %reason, "a tick will be tried again");
             }
-            PublishOutcome::GaveUp(reason) => {
+            PublishOutcome::GaveUp(reason) | PublishOutcome::Expired(reason) => {
                 if let Some(unlogged) = self.given_up.note(Instant::now()) {
                     tracing::warn!(
                         tick = %key.1,

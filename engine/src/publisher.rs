@@ -84,6 +84,10 @@ pub enum PublishOutcome {
     /// The attempts ended without a delivery, for the reason given (a receiver that refused
     /// the tick, or retries that ran out of time): the tick leaves the outbox undelivered.
     GaveUp(String),
+    /// Given up without an attempt, for the reason given: its time to be tried ran out while
+    /// it waited (for its backoff, an open circuit or a new leader). It leaves the outbox
+    /// undelivered, and no attempt is counted for it.
+    Expired(String),
 }
 
 /// The outcome of one published tick, once the destination has answered.

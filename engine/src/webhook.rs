@@ -140,7 +140,7 @@ impl Webhooks {
             .saturating_add(duration_ms(self.settings.retry_for));
         if now_ms >= deadline_ms {
             telemetry::record_webhook_given_up();
-            return ready(PublishOutcome::GaveUp(format!(
+            return ready(PublishOutcome::Expired(format!(
                 "not delivered within webhook_retry_for_ms ({} ms) of its instant",
                 duration_ms(self.settings.retry_for)
             )));
@@ -399,6 +399,7 @@ fn reason_of(outcome: &PublishOutcome) -> &str {
         PublishOutcome::RetryAfter { reason, .. }
         | PublishOutcome::Deferred { reason, .. }
         | PublishOutcome::GaveUp(reason)
+        | PublishOutcome::Expired(reason)
         | PublishOutcome::Failed(reason) => reason,
         PublishOutcome::Delivered { .. } | PublishOutcome::Unroutable => "",
     }
@@ -464,8 +465,8 @@ mod tests {
             .settlement(&tick, &webhook, 1, due_ms + HOUR_MS)
             .await;
         assert!(
-            matches!(after, PublishOutcome::GaveUp(_)),
-            "an hour after its instant, a tick is given up: {after:?}"
+            matches!(after, PublishOutcome::Expired(_)),
+            "an hour after its instant, a tick is given up without an attempt: {after:?}"
         );
     }
 
