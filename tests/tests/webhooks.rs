@@ -3,14 +3,13 @@
 //! receivers that fail, go down, never answer or lose their leader lose no tick.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tickd_tests::api::{action, register_body, register_webhook, stats_of};
-use tickd_tests::cluster::tickd_binary;
+use tickd_tests::local_names;
 use tickd_tests::pki::Pki;
 use tickd_tests::timing::FAILOVER;
 use tickd_tests::webhook::{Delivery, Receiver, Silent, verify_with_standard_webhooks};
@@ -432,7 +431,7 @@ async fn the_leader_killed_during_deliveries_loses_no_tick() {
     )
     .await;
     cluster.kill(leader);
-    let new_leader = cluster.wait_for_new_leader(leader, FAILOVER * 3).await;
+    cluster.wait_for_new_leader(leader, FAILOVER * 3).await;
     let before = of_clock(receiver.delivered(), &id).len();
     eventually(
         "ticks after the failover",
@@ -460,7 +459,6 @@ async fn the_leader_killed_during_deliveries_loses_no_tick() {
         verify_with_standard_webhooks(&secret, &deliveries).await,
         deliveries.len()
     );
-    let _ = new_leader;
 }
 
 /// Registrations whose receiver is not public are refused, literal addresses and names
@@ -496,39 +494,38 @@ async fn receivers_on_internal_addresses_are_refused_at_registration() {
     assert_eq!(clocks, Value::Array(vec![]), "a refusal creates nothing");
 }
 
-/// A wrapper that starts `tickd` in a mount namespace of its own where `/etc/hosts` is
-/// `hosts`: the test decides what names resolve to, for the node alone.
-fn with_hosts_file(dir: &Path, hosts: &Path) -> std::path::PathBuf {
-    let wrapper = dir.join("tickd-with-hosts");
-    let script = format!(
-        "#!/bin/sh\nexec unshare --mount --propagation private sh -c \
-         'mount --bind \"$0\" /etc/hosts && exec \"$@\"' {hosts:?} {tickd:?} \"$@\"\n",
-        tickd = tickd_binary()
-    );
-    std::fs::write(&wrapper, script).expect("write the wrapper");
-    let mut permissions = std::fs::metadata(&wrapper)
-        .expect("the wrapper")
-        .permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&wrapper, permissions).expect("make the wrapper executable");
-    wrapper
-}
-
 /// A name checked at registration is resolved again at every delivery: once it resolves to
-/// loopback, no tick goes there.
+/// loopback, no tick goes there. The node resolves through the test's hosts file alone
+/// (`local_names`).
 #[tokio::test]
 async fn a_name_that_starts_resolving_to_loopback_is_refused_at_delivery() {
     let dir = tempfile::tempdir().expect("a scratch folder");
-    let hosts = dir.path().join("hosts");
     // A public address (TEST-NET-3) the registration accepts; no packet is ever sent to it:
     // the name is switched to loopback before the first tick.
-    std::fs::write(&hosts, "203.0.113.10 receiver.tickd.test\n").expect("write hosts");
+    let names = local_names::in_folder(dir.path(), "203.0.113.10 receiver.tickd.test\n");
     let cluster = TestCluster::builder()
         .nodes(1)
-        .binary(with_hosts_file(dir.path(), &hosts))
+        .binary(&names.wrapper)
         .start()
         .await;
     let node = cluster.wait_for_leader(Duration::from_secs(30)).await;
+    // The wrapped node asks no DNS server: a name the machine's resolver knows (a package
+    // registry's) does not resolve for it.
+    let (status, _, refused) = register_webhook(
+        &cluster,
+        node,
+        &unique_name("outside"),
+        "@never",
+        "http://deb.debian.org/hook",
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("does not resolve")),
+        "{refused}"
+    );
     let receiver = Receiver::start().await;
     let url = receiver.url_by_name("receiver.tickd.test");
     let (status, _, clock) =
@@ -536,7 +533,7 @@ async fn a_name_that_starts_resolving_to_loopback_is_refused_at_delivery() {
     assert_eq!(status, StatusCode::CREATED, "{clock}");
     let id = clock["id"].as_str().expect("an id").to_owned();
     // Rewritten in place: the bind mount holds the file, not its name.
-    std::fs::write(&hosts, "127.0.0.1 receiver.tickd.test\n").expect("rewrite hosts");
+    std::fs::write(&names.hosts, "127.0.0.1 receiver.tickd.test\n").expect("rewrite hosts");
     let (status, _, refused) =
         register_webhook(&cluster, node, &unique_name("rebind"), "@never", &url).await;
     assert_eq!(
