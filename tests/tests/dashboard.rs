@@ -54,6 +54,22 @@ async fn sign_in(browser: &Browser, cluster: &TestCluster, node: NodeId, token: 
         .expect("click the sign-in button");
 }
 
+/// The leader of a 3-node `cluster` and a follower to open the page on, once the leader has
+/// raised the cluster level to this release's (tick statistics and webhooks need it; it is
+/// set within seconds of the forming).
+async fn leader_and_follower(cluster: &TestCluster) -> (NodeId, NodeId) {
+    let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
+    cluster
+        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
+        .await;
+    let follower = cluster
+        .node_ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    (leader, follower)
+}
+
 /// The row of the clock named `name` on the page.
 async fn clock_row_appears(browser: &Browser, name: &str) {
     let selector = format!("#clocks tbody tr[data-name=\"{name}\"]");
@@ -85,16 +101,7 @@ async fn click_action(browser: &Browser, name: &str, action: &str) {
 #[tokio::test]
 async fn the_dashboard_shows_the_cluster_and_drives_its_clocks_in_a_real_browser() {
     let cluster = TestCluster::start(3).await;
-    let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
-    // Tick statistics are kept from cluster level 2, set within seconds of the forming.
-    cluster
-        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
-        .await;
-    let page_node = cluster
-        .node_ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let (leader, page_node) = leader_and_follower(&cluster).await;
     let browser = Browser::start().await;
 
     // A wrong token is refused with a message, and nothing is shown.
@@ -291,15 +298,7 @@ async fn a_failing_webhook_receiver_shows_on_the_page_until_it_answers_again() {
         .setting("webhook_allow_private", "true")
         .start()
         .await;
-    let leader = cluster.wait_for_leader(SHOWN_WITHIN).await;
-    cluster
-        .wait_for_cluster_level(THIS_LEVEL, Duration::from_secs(30))
-        .await;
-    let page_node = cluster
-        .node_ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let (_, page_node) = leader_and_follower(&cluster).await;
     // Down from the start: every attempt finds the port closed.
     let receiver = Receiver::start().await;
     receiver.go_down();
