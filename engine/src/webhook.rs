@@ -11,7 +11,9 @@
 //! * anything else (another status, a redirect, which is never followed, no answer within the
 //!   attempt timeout, a refused connection or address) is [`PublishOutcome::RetryAfter`] an
 //!   exponential backoff with jitter ([`backoff`]), or the receiver's `Retry-After` if it
-//!   asks for longer, until `retry_for` after the tick's instant; then it is given up.
+//!   asks for longer, until `retry_for` after the tick's instant; then it is given up, and a
+//!   tick handed over after that time (it waited for its backoff, an open circuit or a new
+//!   leader) is [`PublishOutcome::Expired`] without an attempt.
 //!
 //! The outbox keeps every tick until it is delivered or given up, and the decisions keep the
 //! waits: a new leader tries every unconfirmed tick again at once, with the same
