@@ -174,7 +174,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let log_memory = log_store.memory();
     let raft_config = Arc::new(tickd_raft::timing::raft_config(config.snapshot_every)?);
     let peer_security = match &tls {
-        Some(tls) => PeerSecurity::MutualTls(Box::new(tls.peers.clone())),
+        Some(tls) => PeerSecurity::MutualTls(tls.peers.clone()),
         None => PeerSecurity::Secret,
     };
     let transport = PeerTransport::new(

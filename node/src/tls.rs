@@ -9,10 +9,13 @@
 //! * the **Raft listener** presents it to peers and *requires* theirs: the handshake accepts
 //!   only a certificate chained to the cluster CA, valid now, with the client-auth usage;
 //! * **calls to peers** present it as this node's client certificate and trust only the
-//!   cluster CA, checking that the peer's certificate names the host being dialled.
+//!   cluster CA, checking that the peer's certificate is valid for the host being dialled
+//!   and names the node being dialled ([`PeerCertificates`]).
 //!
 //! A handshake proves a certificate of the cluster; it does not yet say *which* member.
-//! [`identify`] does, after the handshake: the certificate's subject must be
+//! The dialling side knows whom it called, and its verifier checks the id during the
+//! handshake, before anything is sent. The listening side learns the id only from the
+//! certificate: [`identify`] checks it after the handshake: the certificate's subject must be
 //! `CN=tickd-node-<id>` for an id of the current membership, and the certificate must be valid
 //! for that member's Raft host (its DNS name or IP address as the membership advertises it).
 //! So a node removed from the cluster, a certificate made for another cluster's node 2, or node
@@ -24,12 +27,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::RootCertStore;
 use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::{CertificateError, DigitallySignedStruct, OtherError, RootCertStore, SignatureScheme};
+use tickd_raft::network::PeerTls;
 use tickd_raft::{NodeAddr, NodeId};
 
 use crate::certs::NODE_CN_PREFIX;
@@ -57,9 +62,110 @@ pub struct NodeTls {
     pub api: Arc<rustls::ServerConfig>,
     /// The Raft listener's configuration: a client certificate of the cluster CA is required.
     pub raft: Arc<rustls::ServerConfig>,
-    /// The configuration of calls to peers: the cluster CA as the only root, this node's
-    /// certificate as its client identity.
-    pub peers: rustls::ClientConfig,
+    /// The configurations of calls to peers: the cluster CA as the only root, this node's
+    /// certificate as its client identity, the node dialled named by the peer's certificate.
+    pub peers: Arc<PeerCertificates>,
+}
+
+/// What calls to peers are checked with: [`PeerTls`] for the Raft crate's transport.
+#[derive(Debug)]
+pub struct PeerCertificates {
+    /// The configuration every peer's starts from (its verifier is replaced per peer).
+    base: rustls::ClientConfig,
+    /// The standard check: chained to the cluster CA, valid now, valid for the host dialled.
+    webpki: Arc<WebPkiServerVerifier>,
+}
+
+impl PeerTls for PeerCertificates {
+    fn client_config(&self, peer: NodeId) -> rustls::ClientConfig {
+        let mut config = self.base.clone();
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(DialledPeer {
+                webpki: self.webpki.clone(),
+                id: peer,
+            }));
+        config
+    }
+}
+
+/// The verifier of a call to node `id`: WebPKI's checks, then the certificate's node id. A
+/// member's certificate is valid for its own host, and members may share one (a single
+/// machine, containers behind one address): without the id, another member, or a removed
+/// node whose certificate has not expired, listening at a member's address would be sent
+/// that member's log.
+#[derive(Debug)]
+struct DialledPeer {
+    webpki: Arc<WebPkiServerVerifier>,
+    id: NodeId,
+}
+
+/// Why a peer's certificate, valid for the host dialled, is not the node dialled's.
+#[derive(thiserror::Error)]
+enum NotDialled {
+    #[error("the peer's certificate names node {named}, but node {dialled} was dialled")]
+    OtherNode { dialled: NodeId, named: NodeId },
+    #[error("the peer's certificate names no node ({why}), but node {dialled} was dialled")]
+    NoNode { dialled: NodeId, why: String },
+}
+
+/// The message itself: rustls shows a verifier's own error with `Debug`, in the reason a
+/// refused handshake gives ("invalid peer certificate: Other(OtherError(…))"), which is what
+/// reaches the log.
+impl std::fmt::Debug for NotDialled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl ServerCertVerifier for DialledPeer {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verified = self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        let dialled = self.id;
+        let refusal = match node_id_of(end_entity) {
+            Ok(named) if named == dialled => return Ok(verified),
+            Ok(named) => NotDialled::OtherNode { dialled, named },
+            Err(why) => NotDialled::NoNode { dialled, why },
+        };
+        Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+            OtherError(Arc::new(refusal)),
+        )))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
 }
 
 /// TLS material that cannot be used. Every message names the file and what to do.
@@ -133,7 +239,11 @@ pub fn load(files: &TlsFiles) -> Result<NodeTls, TlsError> {
     };
     let api = server(api_verifier)?;
     let raft = server(client_verifier(false)?)?;
-    let peers = client_config(roots, Some((chain, key)))?;
+    let webpki = server_verifier(roots)?;
+    let peers = Arc::new(PeerCertificates {
+        base: client_config(webpki.clone(), Some((chain, key)))?,
+        webpki,
+    });
     Ok(NodeTls { api, raft, peers })
 }
 
@@ -146,7 +256,7 @@ pub fn client_config_from_files(
     let identity = identity
         .map(|(cert, key)| read_identity(Holder::Client, cert, key))
         .transpose()?;
-    client_config(read_roots(ca)?, identity)
+    client_config(server_verifier(read_roots(ca)?)?, identity)
 }
 
 /// The configuration of webhook deliveries to `https` receivers: the system's roots, plus
@@ -208,18 +318,22 @@ impl Holder {
     }
 }
 
-fn client_config(
-    roots: Arc<RootCertStore>,
-    identity: Option<Identity>,
-) -> Result<rustls::ClientConfig, TlsError> {
-    let provider = provider();
-    let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+/// The standard check of a server's certificate: chained to one of `roots`, valid now, valid
+/// for the host dialled.
+fn server_verifier(roots: Arc<RootCertStore>) -> Result<Arc<WebPkiServerVerifier>, TlsError> {
+    WebPkiServerVerifier::builder_with_provider(roots, provider())
         .build()
         .map_err(|error| TlsError::Refused {
             what: "the server certificate check",
             message: error.to_string(),
-        })?;
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        })
+}
+
+fn client_config(
+    verifier: Arc<WebPkiServerVerifier>,
+    identity: Option<Identity>,
+) -> Result<rustls::ClientConfig, TlsError> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(refused("the client configuration"))?
         .with_webpki_verifier(verifier);
@@ -390,6 +504,7 @@ pub fn host_of(address: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use rcgen::{CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    use rustls::pki_types::PrivatePkcs8KeyDer;
 
     use super::*;
 
@@ -497,6 +612,112 @@ mod tests {
             assert_eq!(id, expected, "{name:?}");
         }
         assert!(node_id_of(&CertificateDer::from(vec![0u8; 8])).is_err());
+    }
+
+    /// A certificate and key for node `id` on 127.0.0.1, signed by `ca`, for both ends of a
+    /// handshake.
+    fn node_identity(ca: &CertifiedIssuer<'static, KeyPair>, id: NodeId) -> Identity {
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("parameters");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{NODE_CN_PREFIX}{id}"));
+        let key = KeyPair::generate().expect("a key");
+        let certificate = params.signed_by(&key, ca).expect("a signed certificate");
+        let key = PrivatePkcs8KeyDer::from(key.serialize_der());
+        (vec![certificate.der().clone()], key.into())
+    }
+
+    /// Runs a TLS handshake in memory: the client's configuration is `client`, dialling
+    /// 127.0.0.1, and the server presents `server`. What the client's side says of it.
+    fn handshake(client: rustls::ClientConfig, server: Identity) -> Result<(), rustls::Error> {
+        let server_config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(server.0, server.1)
+            .expect("a server configuration");
+        let name = ServerName::try_from("127.0.0.1").expect("a server name");
+        let mut client = rustls::Connection::from(
+            rustls::ClientConnection::new(Arc::new(client), name).expect("a client connection"),
+        );
+        let mut server = rustls::Connection::from(
+            rustls::ServerConnection::new(Arc::new(server_config)).expect("a server connection"),
+        );
+        // Bytes from one end to the other, until the other has taken them all; then what the
+        // receiving end made of them.
+        let pass = |from: &mut rustls::Connection, to: &mut rustls::Connection| {
+            let mut bytes = Vec::new();
+            while from.wants_write() {
+                from.write_tls(&mut bytes).expect("writing to memory");
+            }
+            let mut unread = &bytes[..];
+            while !unread.is_empty() {
+                to.read_tls(&mut unread).expect("reading from memory");
+            }
+            to.process_new_packets().map(|_| ())
+        };
+        for _ in 0..4 {
+            pass(&mut client, &mut server).expect("the server takes the client's messages");
+            pass(&mut server, &mut client)?;
+            if !client.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not end in four round trips");
+    }
+
+    #[test]
+    fn a_call_to_a_peer_accepts_only_the_certificate_that_names_the_node_dialled() {
+        let ca = authority();
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.der().clone()).expect("the CA as a root");
+        let webpki = server_verifier(Arc::new(roots)).expect("a verifier");
+        let peers = PeerCertificates {
+            base: client_config(webpki.clone(), Some(node_identity(&ca, 1))).expect("a config"),
+            webpki,
+        };
+        let node3 = node_identity(&ca, 3);
+
+        // Node 3's certificate, valid for the host dialled, is node 3's: dialling node 3
+        // takes it, dialling node 2 at the same host does not.
+        let again = (node3.0.clone(), node3.1.clone_key());
+        assert_eq!(handshake(peers.client_config(3), again), Ok(()));
+        let refusal = handshake(peers.client_config(2), node3)
+            .expect_err("node 3's certificate is no certificate of node 2");
+        assert!(
+            refusal
+                .to_string()
+                .contains("names node 3, but node 2 was dialled"),
+            "{refusal}"
+        );
+
+        // A certificate of the CA that names no node (an operator's client certificate).
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("parameters");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "tickd-client-ops");
+        let key = KeyPair::generate().expect("a key");
+        let operator = params.signed_by(&key, &ca).expect("a signed certificate");
+        let operator: Identity = (
+            vec![operator.der().clone()],
+            PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+        );
+        let refusal = handshake(peers.client_config(2), operator)
+            .expect_err("a certificate that names no node is no node's");
+        assert!(refusal.to_string().contains("names no node"), "{refusal}");
+
+        // WebPKI's own checks still come first: another CA's node 2 (a CA of the same name,
+        // another key) is refused as not signed by the cluster's.
+        let stranger = node_identity(&authority(), 2);
+        let refusal =
+            handshake(peers.client_config(2), stranger).expect_err("another CA's certificate");
+        assert!(
+            matches!(
+                refusal,
+                rustls::Error::InvalidCertificate(CertificateError::BadSignature)
+            ),
+            "{refusal}"
+        );
     }
 
     #[test]

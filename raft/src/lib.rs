@@ -10,7 +10,8 @@
 //! * [`TypeConfig`]: log entries carry a [`tickd_domain::Command`]; applying one yields a
 //!   [`Response`]; nodes are addressed by [`NodeAddr`] (API and Raft addresses), so every node
 //!   learns every other node's API address from the membership itself.
-//! * [`network`]: the client side of the Raft RPCs, one pooled `reqwest::Client` per process.
+//! * [`network`]: the client side of the Raft RPCs, through pooled `reqwest::Client`s that
+//!   every kind of node-to-node traffic shares.
 //!   A refused connection is reported as `Unreachable`, so openraft backs off instead of
 //!   hammering a dead peer; an answer that misses its deadline is not, so a busy follower gets
 //!   the next append at once. An append whose entries take longer than openraft's 100 ms

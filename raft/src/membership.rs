@@ -245,7 +245,7 @@ async fn add(
     // any request that carries it (or the log) goes to its address.
     let challenge = Challenge::new();
     let status = match transport
-        .challenge(&address, &challenge, PROBE_TIMEOUT)
+        .challenge(id, &address, &challenge, PROBE_TIMEOUT)
         .await
     {
         Err(error) => {

@@ -1,17 +1,18 @@
 //! The client side of node-to-node traffic: Raft RPCs and the internal routes.
 //!
-//! One [`PeerTransport`] per process holds the pooled `reqwest::Client`; openraft's
-//! per-peer [`PeerConnection`]s and the [`Replica`](crate::Replica)'s forwarding share it, so
-//! connections to a peer are reused by every kind of traffic.
+//! One [`PeerTransport`] per process holds the pooled `reqwest::Client`s; openraft's
+//! per-peer [`PeerConnection`]s and the [`Replica`](crate::Replica)'s forwarding share them,
+//! so connections to a peer are reused by every kind of traffic.
 //!
-//! Under mutual TLS ([`PeerSecurity::MutualTls`]) every call is HTTPS: the client trusts only
-//! the cluster's CA, checks that the peer's certificate names the host it dials (rustls'
-//! standard server-name check against the member's advertised Raft address), and presents this
-//! node's own certificate; the cluster secret is then never sent. Over plain HTTP every call
+//! Under mutual TLS ([`PeerSecurity::MutualTls`]) every call is HTTPS, through a client of the
+//! peer's own: it trusts only the cluster's CA, checks that the peer's certificate is valid
+//! for the host it dials (rustls' standard server-name check against the member's advertised
+//! Raft address) and names the node it dials ([`PeerTls`]), and presents this node's own
+//! certificate; the cluster secret is then never sent. Over plain HTTP every call
 //! but the membership challenge carries the secret in a header.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use openraft::error::{
@@ -110,6 +111,15 @@ pub enum TransportError {
         /// The decoding error.
         source: serde_json::Error,
     },
+    /// No HTTP client could be made for the peer: reqwest refused this node's TLS settings
+    /// for it. A fault of this node's configuration, not of the peer.
+    #[error("no HTTP client could be made to call peer {addr}: {source}")]
+    NoClient {
+        /// The peer's address.
+        addr: String,
+        /// What the HTTP client reported.
+        source: reqwest::Error,
+    },
     /// The peer's answer was larger than [`MAX_ANSWER_BYTES`]: no tickd node sends that, so
     /// the address is not (or no longer) a working peer. Reading stopped at the limit.
     #[error("peer {addr} sent an answer larger than {limit} bytes; reading stopped there")]
@@ -136,6 +146,7 @@ impl TransportError {
             Self::Unencodable { .. } => "the request could not be encoded".to_owned(),
             Self::Garbled { .. } => "its answer is not a tickd node's".to_owned(),
             Self::TooLarge { limit, .. } => format!("its answer was larger than {limit} bytes"),
+            Self::NoClient { .. } => "this node could not make a client to call it".to_owned(),
         }
     }
 }
@@ -167,9 +178,72 @@ async fn read_limited(
 pub enum PeerSecurity {
     /// Plain HTTP, each call carrying the cluster secret.
     Secret,
-    /// HTTPS with this client configuration: the cluster CA as the only root, and this node's
-    /// certificate as its client identity. No secret is sent.
-    MutualTls(Box<rustls::ClientConfig>),
+    /// HTTPS with a client configuration per peer: the cluster CA as the only root, this
+    /// node's certificate as its client identity, and a check that the peer's certificate
+    /// names the node dialled. No secret is sent.
+    MutualTls(Arc<dyn PeerTls>),
+}
+
+/// The TLS configuration of calls to one peer. The node, which reads certificates, makes it;
+/// this crate keeps one HTTP client per peer with its own configuration, because the check
+/// that a certificate names the node dialled needs to know which node that is, and a TLS
+/// handshake knows only the host. Several members may share a host (every one of them does
+/// on a single machine), and each member's certificate is valid for it.
+pub trait PeerTls: Send + Sync + std::fmt::Debug {
+    /// The configuration of calls to node `peer`: it accepts only a certificate of the cluster
+    /// that is valid for the host dialled and names `peer`.
+    fn client_config(&self, peer: NodeId) -> rustls::ClientConfig;
+}
+
+/// The most peers a node keeps an HTTP client for under mutual TLS. A cluster has at most a
+/// handful of members; ids beyond them come from add-node requests, which an operator sends.
+/// Past the limit every client is dropped and rebuilt on its next call (a reconnect), so no
+/// sequence of ids grows the map without bound.
+const MAX_PEER_CLIENTS: usize = 64;
+
+/// The HTTP clients of node-to-node calls.
+#[derive(Clone, Debug)]
+enum PeerClients {
+    /// Plain HTTP: one pooled client for every peer.
+    Shared(reqwest::Client),
+    /// Mutual TLS: a pooled client per peer, made on its first call.
+    PerPeer {
+        tls: Arc<dyn PeerTls>,
+        made: Arc<Mutex<BTreeMap<NodeId, reqwest::Client>>>,
+    },
+}
+
+impl PeerClients {
+    /// The settings every client to peers shares. No proxy is consulted: node-to-node traffic
+    /// must never be diverted by an `HTTP_PROXY` variable meant for something else.
+    fn builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+    }
+
+    /// The client for calls to `peer`.
+    fn client(&self, peer: NodeId) -> Result<reqwest::Client, reqwest::Error> {
+        let (tls, made) = match self {
+            PeerClients::Shared(client) => return Ok(client.clone()),
+            PeerClients::PerPeer { tls, made } => (tls, made),
+        };
+        let mut made = made.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(client) = made.get(&peer) {
+            return Ok(client.clone());
+        }
+        let client = Self::builder()
+            .tls_backend_preconfigured(tls.client_config(peer))
+            .https_only(true)
+            .build()?;
+        if made.len() >= MAX_PEER_CLIENTS {
+            made.clear();
+        }
+        made.insert(peer, client.clone());
+        Ok(client)
+    }
 }
 
 /// `body` as JSON, for a request to the peer at `addr`.
@@ -202,10 +276,10 @@ pub enum ClientSetupError {
     Tls(#[from] rustls::Error),
 }
 
-/// The pooled HTTP client for all node-to-node calls.
+/// The pooled HTTP clients for all node-to-node calls.
 #[derive(Clone, Debug)]
 pub struct PeerTransport {
-    client: reqwest::Client,
+    clients: PeerClients,
     secret: ClusterSecret,
     /// `https` under mutual TLS, `http` otherwise.
     scheme: &'static str,
@@ -215,8 +289,7 @@ pub struct PeerTransport {
 }
 
 impl PeerTransport {
-    /// Builds the process-wide client. No proxy is consulted: node-to-node traffic must never
-    /// be diverted by an `HTTP_PROXY` variable meant for something else.
+    /// Builds the process-wide clients (one shared over plain HTTP, one per peer under TLS).
     ///
     /// `dial` overrides, per peer, the address this node connects to instead of the peer's
     /// advertised Raft address: for a peer reachable from here only through a NAT, a load
@@ -226,28 +299,27 @@ impl PeerTransport {
         dial: BTreeMap<NodeId, String>,
         security: PeerSecurity,
     ) -> Result<Self, ClientSetupError> {
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60));
-        let (builder, scheme, sends_secret) = match security {
+        let (clients, scheme, sends_secret) = match security {
             // Plain HTTP: no TLS is ever spoken, so none is configured. reqwest's default would
             // load the system's roots, and a slim image without `ca-certificates` has none: the
             // node would not start for want of something it never uses.
-            PeerSecurity::Secret => (
-                builder.tls_backend_preconfigured(unused_tls()?),
-                "http",
-                true,
-            ),
-            PeerSecurity::MutualTls(config) => (
-                builder.tls_backend_preconfigured(*config).https_only(true),
+            PeerSecurity::Secret => {
+                let client = PeerClients::builder()
+                    .tls_backend_preconfigured(unused_tls()?)
+                    .build()?;
+                (PeerClients::Shared(client), "http", true)
+            }
+            PeerSecurity::MutualTls(tls) => (
+                PeerClients::PerPeer {
+                    tls,
+                    made: Arc::default(),
+                },
                 "https",
                 false,
             ),
         };
         Ok(Self {
-            client: builder.build()?,
+            clients,
             secret,
             scheme,
             sends_secret,
@@ -266,9 +338,11 @@ impl PeerTransport {
             .map_or(node.raft.as_str(), String::as_str)
     }
 
-    /// POSTs `body` as JSON to `{addr}{path}` and decodes the JSON answer.
+    /// POSTs `body` as JSON to peer `id` at `addr` (`{addr}{path}`) and decodes the JSON
+    /// answer.
     pub async fn post<Req, Resp>(
         &self,
+        id: NodeId,
         addr: &str,
         path: &str,
         body: &Req,
@@ -278,13 +352,15 @@ impl PeerTransport {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        self.post_encoded(addr, path, encode(addr, body)?, timeout)
+        self.post_encoded(id, addr, path, encode(addr, body)?, timeout)
             .await
     }
 
-    /// POSTs `body`, already encoded as JSON, to `{addr}{path}` and decodes the JSON answer.
+    /// POSTs `body`, already encoded as JSON, to peer `id` at `addr` and decodes the JSON
+    /// answer.
     pub async fn post_encoded<Resp>(
         &self,
+        id: NodeId,
         addr: &str,
         path: &str,
         body: Vec<u8>,
@@ -294,16 +370,17 @@ impl PeerTransport {
         Resp: DeserializeOwned,
     {
         let request = self
-            .client
+            .client(id, addr)?
             .post(self.url(addr, path))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         self.send(addr, self.authenticated(request), timeout).await
     }
 
-    /// GETs `{addr}{path}` and decodes the JSON answer.
+    /// GETs `{addr}{path}` of peer `id` and decodes the JSON answer.
     pub async fn get<Resp>(
         &self,
+        id: NodeId,
         addr: &str,
         path: &str,
         timeout: Duration,
@@ -311,22 +388,36 @@ impl PeerTransport {
     where
         Resp: DeserializeOwned,
     {
-        let request = self.client.get(self.url(addr, path));
+        let request = self.client(id, addr)?.get(self.url(addr, path));
         self.send(addr, self.authenticated(request), timeout).await
     }
 
-    /// Asks the node at `addr` to prove that it holds the cluster secret. The one request
-    /// sent without the secret: the node has not yet shown it belongs (see [`crate::proof`]).
-    /// Under mutual TLS the node has also shown a certificate of the cluster's CA for the
-    /// host being added before the challenge is sent.
+    /// Asks the node at `addr`, to be added as node `id`, to prove that it holds the cluster
+    /// secret. The one request sent without the secret: the node has not yet shown it belongs
+    /// (see [`crate::proof`]). Under mutual TLS the node has also shown a certificate of the
+    /// cluster's CA for the host being added, naming node `id`, before the challenge is sent.
     pub async fn challenge(
         &self,
+        id: NodeId,
         addr: &str,
         challenge: &Challenge,
         timeout: Duration,
     ) -> Result<Proof, TransportError> {
-        let request = self.client.post(self.url(addr, PROOF_PATH)).json(challenge);
+        let request = self
+            .client(id, addr)?
+            .post(self.url(addr, PROOF_PATH))
+            .json(challenge);
         self.send(addr, request, timeout).await
+    }
+
+    /// The HTTP client for calls to peer `id` at `addr`.
+    fn client(&self, id: NodeId, addr: &str) -> Result<reqwest::Client, TransportError> {
+        self.clients
+            .client(id)
+            .map_err(|source| TransportError::NoClient {
+                addr: addr.to_string(),
+                source,
+            })
     }
 
     /// The secret this node's requests carry, to check a peer's proof against.
@@ -443,7 +534,10 @@ impl Peer {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let answer = self.transport.post(&self.addr, path, rpc, timeout).await;
+        let answer = self
+            .transport
+            .post(self.target, &self.addr, path, rpc, timeout)
+            .await;
         self.judge(answer)
     }
 
@@ -464,6 +558,7 @@ impl Peer {
             TransportError::Unreachable { .. }
             | TransportError::Refused { .. }
             | TransportError::TooLarge { .. }
+            | TransportError::NoClient { .. }
             | TransportError::Unencodable { .. } => RPCError::Unreachable(Unreachable::new(&error)),
             // A slow answer is retried with the next event, as openraft's own timeout is.
             TransportError::Slow { .. } | TransportError::Garbled { .. } => {
@@ -490,7 +585,7 @@ impl Peer {
             let deadline = flight_deadline(body.len(), typical);
             let answer = peer
                 .transport
-                .post_encoded(&peer.addr, APPEND_PATH, body, deadline)
+                .post_encoded(peer.target, &peer.addr, APPEND_PATH, body, deadline)
                 .await;
             peer.judge(answer)
         })
@@ -651,7 +746,7 @@ mod tests {
             });
             let transport = plain_transport();
             let answer: Result<serde_json::Value, _> = transport
-                .get(&addr, STATUS_PATH, Duration::from_secs(30))
+                .get(2, &addr, STATUS_PATH, Duration::from_secs(30))
                 .await;
             flood.abort();
             assert!(
@@ -685,7 +780,7 @@ mod tests {
             let _ = stream.write_all(answer.as_bytes()).await;
         });
         let answer: Result<serde_json::Value, _> = plain_transport()
-            .get(&addr, STATUS_PATH, Duration::from_secs(5))
+            .get(2, &addr, STATUS_PATH, Duration::from_secs(5))
             .await;
         talker.abort();
         let error = answer.expect_err("a 500 is a refusal");

@@ -375,7 +375,7 @@ impl Replica {
     ) -> Result<NodeStatus, TransportError> {
         let transport = &self.route.transport;
         transport
-            .get(transport.address_of(id, node), STATUS_PATH, timeout)
+            .get(id, transport.address_of(id, node), STATUS_PATH, timeout)
             .await
     }
 }
@@ -508,8 +508,10 @@ impl LeaderRoute {
         Span::current().record("leader", leader);
         let address = self.transport.address_of(leader, &node);
         let started = Instant::now();
-        let answer: Result<Result<Resp, Refusal>, TransportError> =
-            self.transport.post(address, path, body, remaining).await;
+        let answer: Result<Result<Resp, Refusal>, TransportError> = self
+            .transport
+            .post(leader, address, path, body, remaining)
+            .await;
         let (result, attempt) = match answer {
             Ok(Ok(response)) => ("ok", Attempt::Done(Ok(response))),
             Ok(Err(refusal)) => (

@@ -238,3 +238,56 @@ async fn the_operator_cli_speaks_https_with_the_ca_file() {
         "an untrusted server was believed"
     );
 }
+
+/// A node dialling a peer checks that the peer's certificate names the node it dials, not
+/// only that it is valid for the host: on one machine every member's certificate is valid for
+/// 127.0.0.1, so another node's certificate at node 2's address would pass for node 2's.
+#[tokio::test]
+async fn a_node_presenting_another_nodes_certificate_is_not_added() {
+    let cluster = TestCluster::builder()
+        .nodes(2)
+        .joining([2])
+        .tls()
+        .start()
+        .await;
+    let pki = cluster
+        .pki()
+        .expect("a TLS cluster has certificates")
+        .clone();
+    let own = Identity {
+        cert: pki.dir().join("node-2.crt"),
+        key: pki.dir().join("node-2.key"),
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).unwrap_or_else(|error| panic!("read {}: {error}", path.display()))
+    };
+    let kept = (read(&own.cert), read(&own.key));
+    let put = |cert: &[u8], key: &[u8]| {
+        std::fs::write(&own.cert, cert).expect("write node 2's certificate file");
+        std::fs::write(&own.key, key).expect("write node 2's key file");
+    };
+
+    // Node 2 holds the secret and answers as node 2, but presents node 3's certificate.
+    let impostor = pki.node(3, &["127.0.0.1", "localhost"]);
+    put(&read(&impostor.cert), &read(&impostor.key));
+    cluster.restart(2);
+    cluster.wait_serving(2, Duration::from_secs(30)).await;
+    let (status, _, body) = api::add_node(&cluster, 1, 2).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let log = cluster.log(1);
+    assert!(
+        log.contains("names node 3, but node 2 was dialled"),
+        "node 1 says why it refused the certificate: {}",
+        log.lines()
+            .filter(|line| line.contains("challenge"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // The control: with its own certificate back, the same node is added.
+    cluster.kill(2);
+    put(&kept.0, &kept.1);
+    cluster.restart(2);
+    cluster.wait_serving(2, Duration::from_secs(30)).await;
+    tickd_tests::membership::add_ok(&cluster, 1, 2).await;
+}
