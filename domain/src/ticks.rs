@@ -326,23 +326,26 @@ pub struct PopReplay {
 /// The clocks' cursors are not here: the registry keeps each in its clock's record
 /// (`crate::records`). Snapshots and backups still list them under `ledger.cursors`, and a
 /// ledger is read only in that form ([`crate::LedgerSnapshot`]).
+///
+/// Its fields are the crate's: the registry changes them through the ledger's own bookkeeping
+/// methods, and other crates read them through the accessors below.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TickLedger {
     /// Every scheduled instant up to this one has been filed.
-    pub intended_through_ms: u64,
-    /// Ticks for RabbitMQ clocks, committed and not yet confirmed by the broker, in due order.
+    pub(crate) intended_through_ms: u64,
+    /// Ticks for RabbitMQ and webhook clocks, committed and not yet settled, in due order.
     /// Serialized as a list: JSON maps cannot have composite keys, and the key is derived.
     #[serde(with = "outbox_as_list")]
-    pub outbox: SharedMap<(u64, TickId), Tick>,
+    pub(crate) outbox: SharedMap<(u64, TickId), Tick>,
     /// Ticks for http clocks, waiting to be popped.
-    pub queues: SharedMap<QueueId, VecDeque<Tick>>,
+    pub(crate) queues: SharedMap<QueueId, VecDeque<Tick>>,
     /// Per http queue, the last pop's request id and what it returned, so that a retried pop
     /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a
     /// retry that straddles the upgrade pops afresh).
-    pub pop_replays: SharedMap<QueueId, PopReplay>,
+    pub(crate) pop_replays: SharedMap<QueueId, PopReplay>,
     /// The number of manual ticks filed so far: the next manual tick's sequence number.
-    pub manual_sequence: u64,
+    pub(crate) manual_sequence: u64,
     /// Totals. Read through [`counters`](Self::counters); only the ledger's own bookkeeping
     /// (and the snapshot reader, `crate::ledger_snapshot`) changes them.
     pub(crate) counters: TickCounters,
@@ -350,7 +353,7 @@ pub struct TickLedger {
     /// two intents obey it too. Read through [`queue_limit`](Self::queue_limit).
     pub(crate) queue_limit: u64,
     /// The cluster's deliveries over the last minutes (from level 2; see [`crate::stats`]).
-    pub series: DeliverySeries,
+    pub(crate) series: DeliverySeries,
 }
 
 impl Default for TickLedger {
@@ -378,6 +381,36 @@ pub enum Destination<'a> {
 }
 
 impl TickLedger {
+    /// Every scheduled instant up to this one has been filed.
+    pub fn intended_through_ms(&self) -> u64 {
+        self.intended_through_ms
+    }
+
+    /// Ticks for RabbitMQ and webhook clocks, committed and not yet settled, in due order.
+    pub fn outbox(&self) -> &SharedMap<(u64, TickId), Tick> {
+        &self.outbox
+    }
+
+    /// Ticks for http clocks, by queue, waiting to be popped.
+    pub fn queues(&self) -> &SharedMap<QueueId, VecDeque<Tick>> {
+        &self.queues
+    }
+
+    /// Per http queue, what its last pop returned, for a retry of that pop.
+    pub fn pop_replays(&self) -> &SharedMap<QueueId, PopReplay> {
+        &self.pop_replays
+    }
+
+    /// The number of manual ticks filed so far: the next manual tick's sequence number.
+    pub fn manual_sequence(&self) -> u64 {
+        self.manual_sequence
+    }
+
+    /// The cluster's deliveries over the last minutes.
+    pub fn series(&self) -> &DeliverySeries {
+        &self.series
+    }
+
     /// The totals since the cluster was formed.
     pub fn counters(&self) -> &TickCounters {
         &self.counters

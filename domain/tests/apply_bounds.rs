@@ -13,6 +13,7 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
+use serde_json::{Value, json};
 use tickd_domain::{
     Channel, ClockId, Command, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE,
     MAX_POP_TICKS, Outcome, QueueId, Registry, RegistrySnapshot, RestoreDocument, Schedule, Tick,
@@ -173,8 +174,19 @@ fn restore_document() -> impl Strategy<Value = RegistrySnapshot> {
             source.apply(command);
         }
         let mut snapshot = RegistrySnapshot::from(source);
+        // The ledger is edited as the document's text: its fields are the crate's own.
+        let mut ledger = serde_json::to_value(&snapshot.ledger).expect("a ledger encodes");
+        let last_watermark = edits.iter().rev().find_map(|edit| match edit {
+            Edit::Watermark(at) => Some(*at),
+            _ => None,
+        });
         for edit in edits {
-            edit.apply_to(&mut snapshot);
+            edit.apply_to(&mut snapshot, &mut ledger);
+        }
+        snapshot.ledger = serde_json::from_value(ledger).expect("an edited ledger decodes");
+        // The edits reach the document: one the decoder ignored would test nothing.
+        if let Some(at) = last_watermark {
+            assert_eq!(snapshot.ledger.ticks.intended_through_ms(), at);
         }
         snapshot
     })
@@ -207,11 +219,12 @@ fn edit() -> impl Strategy<Value = Edit> {
 }
 
 impl Edit {
-    fn apply_to(self, snapshot: &mut RegistrySnapshot) {
+    /// Applies the edit to the document's clocks, or to its `ledger` (as JSON).
+    fn apply_to(self, snapshot: &mut RegistrySnapshot, ledger: &mut Value) {
         let clocks = snapshot.clocks.len();
         match self {
-            Edit::Watermark(at) => snapshot.ledger.ticks.intended_through_ms = at,
-            Edit::ManualSequence(n) => snapshot.ledger.ticks.manual_sequence = n,
+            Edit::Watermark(at) => ledger["intended_through_ms"] = json!(at),
+            Edit::ManualSequence(n) => ledger["manual_sequence"] = json!(n),
             Edit::ClockId(i, id) if clocks > 0 => snapshot.clocks[i % clocks].id = id,
             Edit::Name(i, name) if clocks > 0 => snapshot.clocks[i % clocks].name = name.into(),
             Edit::Channel(i, channel) if clocks > 0 => {
@@ -230,27 +243,31 @@ impl Edit {
                 };
                 let ticks = (0..n).map(|i| {
                     let sequence = u64::try_from(i).unwrap_or(u64::MAX);
-                    Tick {
+                    json!(Tick {
                         id: TickId::manual(&clock.id, sequence),
                         clock: clock.id.clone(),
                         name: clock.name.to_string(),
                         schedule: clock.schedule.clone(),
                         due_at_ms: sequence,
                         manual: true,
-                    }
+                    })
                 });
-                snapshot
-                    .ledger
-                    .ticks
-                    .queues
-                    .entry(queue)
-                    .or_default()
-                    .extend(ticks);
+                let queues = &mut ledger["queues"];
+                if !queues.is_object() {
+                    *queues = json!({});
+                }
+                let filed = &mut queues[queue.to_string()];
+                if !filed.is_array() {
+                    *filed = json!([]);
+                }
+                if let Value::Array(filed) = filed {
+                    filed.extend(ticks);
+                }
                 let n = u64::try_from(n).unwrap_or(u64::MAX);
-                let sequence = &mut snapshot.ledger.ticks.manual_sequence;
-                *sequence = (*sequence).max(n);
+                let sequence = ledger["manual_sequence"].as_u64().unwrap_or(0);
+                ledger["manual_sequence"] = json!(sequence.max(n));
             }
-            Edit::DropCursors => snapshot.ledger.cursors.clear(),
+            Edit::DropCursors => ledger["cursors"] = json!({}),
             _ => {}
         }
     }
@@ -275,9 +292,9 @@ fn command() -> impl Strategy<Value = Command> {
 /// The ticks waiting in the ledger, outbox and queues together.
 fn ticks_waiting(registry: &Registry) -> usize {
     let ledger = registry.ledger();
-    ledger.outbox.len()
+    ledger.outbox().len()
         + ledger
-            .queues
+            .queues()
             .values()
             .map(|queue| queue.len())
             .sum::<usize>()
@@ -286,9 +303,9 @@ fn ticks_waiting(registry: &Registry) -> usize {
 /// The ticks a restore document carries.
 fn ticks_in(snapshot: &RegistrySnapshot) -> usize {
     let ledger = &snapshot.ledger.ticks;
-    ledger.outbox.len()
+    ledger.outbox().len()
         + ledger
-            .queues
+            .queues()
             .values()
             .map(|queue| queue.len())
             .sum::<usize>()
@@ -321,14 +338,14 @@ fn check_bounds(
 ) -> Result<(), TestCaseError> {
     let ledger = registry.ledger();
     let limit = usize::try_from(MAX_GENERATED_QUEUE_LIMIT).unwrap_or(usize::MAX);
-    for (queue, ticks) in &ledger.queues {
+    for (queue, ticks) in ledger.queues().iter() {
         prop_assert!(
             ticks.len() <= limit,
             "queue {queue} holds {} ticks, over the queue limit {limit}",
             ticks.len()
         );
     }
-    for replay in ledger.pop_replays.values() {
+    for replay in ledger.pop_replays().values() {
         prop_assert!(replay.ticks.len() <= MAX_POP_TICKS);
     }
     let mut pops = vec![outcome];
@@ -339,11 +356,11 @@ fn check_bounds(
             _ => {}
         }
     }
-    prop_assert!(ledger.manual_sequence <= MAX_MANUAL_SEQUENCE);
+    prop_assert!(ledger.manual_sequence() <= MAX_MANUAL_SEQUENCE);
     prop_assert!(
-        ledger.intended_through_ms <= latest_now.saturating_add(MAX_LOOKAHEAD_MS),
+        ledger.intended_through_ms() <= latest_now.saturating_add(MAX_LOOKAHEAD_MS),
         "watermark {} beyond {latest_now} + look-ahead",
-        ledger.intended_through_ms
+        ledger.intended_through_ms()
     );
     let after = ticks_waiting(registry);
     let bound = growth_bound(command, registry.len());

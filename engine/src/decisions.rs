@@ -166,7 +166,7 @@ impl Decisions {
     pub fn new(config: EngineConfig, registry: &Registry, now: Now) -> Self {
         let inherited = registry
             .ledger()
-            .outbox
+            .outbox()
             .keys()
             .take_while(|(due_at, _)| *due_at <= now.wall_ms)
             .cloned()
@@ -224,7 +224,7 @@ impl Decisions {
         }
         let next = registry
             .ledger()
-            .outbox
+            .outbox()
             .keys()
             .find(|key| self.ready(key, now.instant))
             .map(|(due_at, _)| *due_at);
@@ -257,7 +257,7 @@ impl Decisions {
         let room = MAX_IN_FLIGHT.saturating_sub(self.in_flight.len());
         let due = registry
             .ledger()
-            .outbox
+            .outbox()
             .iter()
             .take_while(|((due_at, _), _)| *due_at <= now.wall_ms)
             .filter(|(key, _)| self.ready(key, now.instant))
@@ -353,7 +353,7 @@ impl Decisions {
     /// The ticks to remove from the outbox in one `Confirm` command, if any. Ticks that have
     /// left the outbox are forgotten: they are settled for good.
     pub fn confirms(&mut self, registry: &Registry) -> Option<Vec<Confirmation>> {
-        let outbox = &registry.ledger().outbox;
+        let outbox = &registry.ledger().outbox();
         self.in_flight.retain(|key| outbox.contains_key(key));
         self.retries.retain(|key, _| outbox.contains_key(key));
         (!self.confirmed.is_empty()).then(|| std::mem::take(&mut self.confirmed))
@@ -516,7 +516,7 @@ mod tests {
             catch_up_ms: 3_600_000,
             queue_limit: 100,
         }));
-        assert!(registry.ledger().outbox.len() > MAX_IN_FLIGHT);
+        assert!(registry.ledger().outbox().len() > MAX_IN_FLIGHT);
         let mut decisions = leading(&registry, later);
         let mut published = 0;
         loop {
@@ -537,10 +537,10 @@ mod tests {
             "at the bound the loop waits instead of spinning"
         );
         // One tick settled and removed from the outbox makes room for one more.
-        let first = registry.ledger().outbox.keys().next().cloned();
+        let first = registry.ledger().outbox().keys().next().cloned();
         let first = first.unwrap_or_else(|| panic!("an outbox tick"));
         let delivered = Settled {
-            clock: registry.ledger().outbox[&first].clock.clone(),
+            clock: registry.ledger().outbox()[&first].clock.clone(),
             published_ms: later.wall_ms,
             outcome: PublishOutcome::Delivered { after: MS },
         };

@@ -249,8 +249,8 @@ pub fn record_state(state: &StateHandle) {
         gauge!(CLOCKS, "status" => status.as_str()).set(count as f64);
     }
     let ledger = image.ledger();
-    gauge!(OUTBOX_TICKS).set(ledger.outbox.len() as f64);
-    let queued: usize = ledger.queues.values().map(|queue| queue.len()).sum();
+    gauge!(OUTBOX_TICKS).set(ledger.outbox().len() as f64);
+    let queued: usize = ledger.queues().values().map(|queue| queue.len()).sum();
     gauge!(HTTP_QUEUED_TICKS).set(queued as f64);
 }
 

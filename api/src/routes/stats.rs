@@ -141,7 +141,7 @@ impl TickStats {
         let since = now_ms.saturating_sub(window);
         let series = image
             .ledger()
-            .series
+            .series()
             .buckets()
             .filter(|bucket| bucket.start_ms >= since)
             .map(|bucket| SeriesPoint {

@@ -48,7 +48,7 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// The fingerprint of `queue` in `registry`.
     pub fn of(registry: &Registry, queue: &QueueId) -> Self {
-        let ticks = registry.ledger().queues.get(queue);
+        let ticks = registry.ledger().queues().get(queue);
         Self {
             exists: registry.clock_of_queue(queue).is_some(),
             ticks: ticks.map_or(0, |ticks| ticks.len()),
