@@ -104,7 +104,7 @@ pub use schedule::{
     MAX_LITERAL_BYTES, Schedule, ScheduleError,
 };
 pub use selection::Selection;
-pub use shared_map::SharedMap;
+pub use shared_map::{KeyChange, SharedMap, key_changes};
 pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket, StatsSlot};
 pub use ticks::{
     Cursor, DEFAULT_QUEUE_LIMIT, Filed, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS,

@@ -27,6 +27,37 @@
 /// An ordered, persistent map (see the module documentation).
 pub type SharedMap<K, V> = imbl::OrdMap<K, V>;
 
+/// A key that one version of a map holds and the other does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyChange<'a, K> {
+    /// Held by the later version only.
+    Added(&'a K),
+    /// Held by the earlier version only.
+    Removed(&'a K),
+}
+
+/// The keys added and removed from `before` to `after`, in key order; a value changed under the
+/// same key is no change of keys.
+///
+/// The walk skips every node the two versions share, so comparing a map with a copy of its own
+/// earlier version costs what changed in between, not the size of the map: a reader that keeps
+/// the version it last saw (a clone, O(1)) follows a map of many thousands of entries at the
+/// cost of the entries that came and went.
+pub fn key_changes<'a, K, V>(
+    before: &'a SharedMap<K, V>,
+    after: &'a SharedMap<K, V>,
+) -> impl Iterator<Item = KeyChange<'a, K>>
+where
+    K: Ord + Clone,
+    V: Clone + PartialEq,
+{
+    before.diff(after).filter_map(|change| match change {
+        imbl::ordmap::DiffItem::Add(key, _) => Some(KeyChange::Added(key)),
+        imbl::ordmap::DiffItem::Remove(key, _) => Some(KeyChange::Removed(key)),
+        imbl::ordmap::DiffItem::Update { .. } => None,
+    })
+}
+
 /// Removes the entries for which `keep` is false.
 ///
 /// Two passes (find, then remove) because the map cannot be changed while it is iterated; the
@@ -88,6 +119,28 @@ mod tests {
 
     fn numbers() -> SharedMap<u32, u32> {
         (0..10u32).map(|n| (n, n * 10)).collect()
+    }
+
+    #[test]
+    fn key_changes_are_the_keys_added_and_removed_since_an_earlier_version() {
+        let mut map: SharedMap<u32, u32> = (0..100_000u32).map(|n| (n, n)).collect();
+        let earlier = map.clone();
+        map.insert(100_000, 0);
+        map.insert(3, 30);
+        map.remove(&17);
+        map.remove(&99_999);
+        map.insert(50_000, 1);
+        let changes: Vec<KeyChange<'_, u32>> = key_changes(&earlier, &map).collect();
+        assert_eq!(
+            changes,
+            vec![
+                KeyChange::Removed(&17),
+                KeyChange::Removed(&99_999),
+                KeyChange::Added(&100_000),
+            ],
+            "a value changed under a key (3, 50 000) is no change of keys"
+        );
+        assert_eq!(key_changes(&map, &map.clone()).count(), 0);
     }
 
     #[test]
