@@ -221,8 +221,8 @@ impl<'a> Duties<'a> {
         let mut reports = interval(REPORT_RECEIVERS_EVERY);
         let mut confirming = Confirming::new();
         self.renew_lease().await;
-        // When to publish next. Finding it scans the outbox past the ticks in flight, so it is
-        // recomputed only when that can change it: an applied entry, a publish, a failure.
+        // When to publish next: recomputed only when that can change it (an applied entry, a
+        // publish, a failure), and then at the cost of what changed in the outbox.
         let mut wake_at: Option<Instant> = None;
         loop {
             // Test builds only (the `fail` crate's `failpoints` feature): the engine dies.
