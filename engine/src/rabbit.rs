@@ -342,7 +342,7 @@ fn payload(tick: &Tick) -> Vec<u8> {
 }
 
 /// RabbitMQ as the engine's publisher of [`Destination::Rabbit`] ticks: the burst goes out as
-/// [`Broker::send`] sends it, and each broker confirmation becomes the tick's [`PublishOutcome`].
+/// `Broker::send` sends it, and each broker confirmation becomes the tick's [`PublishOutcome`].
 impl Publisher for Broker {
     fn publish<'a>(
         &'a self,

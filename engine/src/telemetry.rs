@@ -33,7 +33,7 @@ pub const TICKS_PUBLISHED: &str = "tickd_ticks_published_total";
 /// Ticks delivered: confirmed by the broker as stored in their clock's queue, or taken by their
 /// webhook receiver (2xx).
 pub const TICKS_DELIVERED: &str = "tickd_ticks_delivered_total";
-/// Ticks published again after a failover (see [`record_redelivered`]).
+/// Ticks published again after a failover (see `record_redelivered`).
 pub const TICKS_REDELIVERED: &str = "tickd_ticks_redelivered_total";
 /// Ticks the broker returned because their clock's queue no longer exists.
 pub const TICKS_UNROUTABLE: &str = "tickd_ticks_unroutable_total";

@@ -17,7 +17,7 @@
 //!
 //! The outbox keeps every tick until it is delivered or given up, and the decisions keep the
 //! waits: a new leader tries every unconfirmed tick again at once, with the same
-//! `webhook-id`. Isolation, per receiver and in total, is [`receivers`]'s.
+//! `webhook-id`. Isolation, per receiver and in total, is `receivers`'s.
 
 mod receivers;
 mod resolver;
