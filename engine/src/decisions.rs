@@ -545,6 +545,19 @@ mod tests {
         registry
     }
 
+    /// Applies `confirmations` as their committed `Confirm` command would.
+    fn commit_confirms(registry: &mut Registry, confirmations: Vec<Confirmation>) {
+        let (ticks, published_ms) = confirmations
+            .into_iter()
+            .map(|confirmation| (confirmation.key, confirmation.published_ms))
+            .unzip();
+        registry.apply(Command::Confirm {
+            ticks,
+            published_ms,
+            attempts: Vec::new(),
+        });
+    }
+
     /// Every outbox tick is in exactly one of the decisions' places (ready, in flight,
     /// waiting for its next attempt), and nothing else is: what lets `due` and
     /// `next_publish_at` read the ready ticks alone instead of scanning past those in flight.
@@ -626,15 +639,7 @@ mod tests {
             id: clocks[2].clone(),
             now_ms: first.wall_ms,
         });
-        let (ticks, published_ms) = confirmations
-            .into_iter()
-            .map(|confirmation| (confirmation.key, confirmation.published_ms))
-            .unzip();
-        registry.apply(Command::Confirm {
-            ticks,
-            published_ms,
-            attempts: Vec::new(),
-        });
+        commit_confirms(&mut registry, confirmations);
         assert_partition(&mut decisions, &registry);
         let manual: Vec<Outgoing> = decisions
             .due(later, &registry)
@@ -724,15 +729,7 @@ mod tests {
         };
         assert!(!decisions.settle(first.clone(), delivered, later.instant));
         let confirmed = decisions.confirms(&registry).unwrap_or_default();
-        let (ticks, published_ms) = confirmed
-            .into_iter()
-            .map(|confirmation| (confirmation.key, confirmation.published_ms))
-            .unzip();
-        registry.apply(Command::Confirm {
-            ticks,
-            published_ms,
-            attempts: Vec::new(),
-        });
+        commit_confirms(&mut registry, confirmed);
         assert_eq!(decisions.confirms(&registry), None);
         assert_eq!(decisions.due(later, &registry).len(), 1);
     }
