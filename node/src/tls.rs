@@ -85,6 +85,10 @@ impl PeerTls for PeerCertificates {
                 webpki: self.webpki.clone(),
                 id: peer,
             }));
+        // A resumed session shows no certificate, and the session cache (shared by the clones
+        // of `base`) is keyed by host alone. It is safe because rustls resumes a session only
+        // under the verifier that checked it (the same `Arc`), and each peer's is its own: a
+        // session made with node 3 is never resumed when node 2 is dialled at its host.
         config
     }
 }
@@ -504,6 +508,7 @@ pub fn host_of(address: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use rcgen::{CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    use rustls::HandshakeKind;
     use rustls::pki_types::PrivatePkcs8KeyDer;
 
     use super::*;
@@ -627,21 +632,31 @@ mod tests {
         (vec![certificate.der().clone()], key.into())
     }
 
-    /// Runs a TLS handshake in memory: the client's configuration is `client`, dialling
-    /// 127.0.0.1, and the server presents `server`. What the client's side says of it.
-    fn handshake(client: rustls::ClientConfig, server: Identity) -> Result<(), rustls::Error> {
-        let server_config = rustls::ServerConfig::builder_with_provider(provider())
+    /// A server on 127.0.0.1 presenting `identity`.
+    fn server(identity: Identity) -> Arc<rustls::ServerConfig> {
+        let config = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .expect("protocol versions")
             .with_no_client_auth()
-            .with_single_cert(server.0, server.1)
+            .with_single_cert(identity.0, identity.1)
             .expect("a server configuration");
+        Arc::new(config)
+    }
+
+    /// Runs a TLS handshake in memory: the client's configuration is `client`, dialling
+    /// 127.0.0.1, and the server is `server`. What the client's side says of it: a full
+    /// handshake or a resumed one, or why it refused. The server's session tickets reach the
+    /// client, so a later handshake with the same client configuration may resume.
+    fn handshake(
+        client: rustls::ClientConfig,
+        server: Arc<rustls::ServerConfig>,
+    ) -> Result<HandshakeKind, rustls::Error> {
         let name = ServerName::try_from("127.0.0.1").expect("a server name");
         let mut client = rustls::Connection::from(
             rustls::ClientConnection::new(Arc::new(client), name).expect("a client connection"),
         );
         let mut server = rustls::Connection::from(
-            rustls::ServerConnection::new(Arc::new(server_config)).expect("a server connection"),
+            rustls::ServerConnection::new(server).expect("a server connection"),
         );
         // Bytes from one end to the other, until the other has taken them all; then what the
         // receiving end made of them.
@@ -660,7 +675,12 @@ mod tests {
             pass(&mut client, &mut server).expect("the server takes the client's messages");
             pass(&mut server, &mut client)?;
             if !client.is_handshaking() {
-                return Ok(());
+                // The client's last flight, and the tickets the server sends in return.
+                pass(&mut client, &mut server).expect("the server takes the client's finish");
+                pass(&mut server, &mut client)?;
+                return client
+                    .handshake_kind()
+                    .ok_or(rustls::Error::HandshakeNotComplete);
             }
         }
         panic!("the handshake did not end in four round trips");
@@ -676,12 +696,21 @@ mod tests {
             base: client_config(webpki.clone(), Some(node_identity(&ca, 1))).expect("a config"),
             webpki,
         };
-        let node3 = node_identity(&ca, 3);
+        let node3 = server(node_identity(&ca, 3));
 
         // Node 3's certificate, valid for the host dialled, is node 3's: dialling node 3
-        // takes it, dialling node 2 at the same host does not.
-        let again = (node3.0.clone(), node3.1.clone_key());
-        assert_eq!(handshake(peers.client_config(3), again), Ok(()));
+        // takes it, dialling node 2 at the same host does not, though node 3 would resume
+        // the session it just gave node 3's dialler (a resumption shows no certificate).
+        let to_node3 = peers.client_config(3);
+        assert_eq!(
+            handshake(to_node3.clone(), node3.clone()),
+            Ok(HandshakeKind::Full)
+        );
+        assert_eq!(
+            handshake(to_node3, node3.clone()),
+            Ok(HandshakeKind::Resumed),
+            "node 3's dialler resumes its session"
+        );
         let refusal = handshake(peers.client_config(2), node3)
             .expect_err("node 3's certificate is no certificate of node 2");
         assert!(
@@ -702,15 +731,15 @@ mod tests {
             vec![operator.der().clone()],
             PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
         );
-        let refusal = handshake(peers.client_config(2), operator)
+        let refusal = handshake(peers.client_config(2), server(operator))
             .expect_err("a certificate that names no node is no node's");
         assert!(refusal.to_string().contains("names no node"), "{refusal}");
 
         // WebPKI's own checks still come first: another CA's node 2 (a CA of the same name,
         // another key) is refused as not signed by the cluster's.
         let stranger = node_identity(&authority(), 2);
-        let refusal =
-            handshake(peers.client_config(2), stranger).expect_err("another CA's certificate");
+        let refusal = handshake(peers.client_config(2), server(stranger))
+            .expect_err("another CA's certificate");
         assert!(
             matches!(
                 refusal,
