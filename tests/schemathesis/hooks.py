@@ -18,6 +18,13 @@ Two rules that a JSON schema cannot state:
 - `POST /api/v1/cluster/nodes` makes the leader dial the given Raft address. Fuzzing must never
   send traffic off this machine, so before every request any address-like value (anything with
   a colon) is pointed at 127.0.0.1, keeping the generated port text.
+- A webhook registration makes the leader post ticks to its URL. Host names resolve nowhere
+  (the test runs the nodes with a resolver of their own), but an address literal needs no
+  resolver: a public one would be accepted and tried. So before every registration a webhook
+  URL whose host is not plainly a name (an IPv6 literal, a host whose last label is a number
+  in any form a URL parser reads as IPv4, percent-encoded hosts, anything that does not split)
+  is pointed at 127.0.0.1, keeping the rest of the URL: the fuzz cluster refuses loopback
+  receivers, so such a registration is a 400 and no tick is sent anywhere.
 
 And one record: every answer's operation and status, a line each in the file named by
 TICKD_FUZZ_ANSWERS, from which the test tells that no operation answered only 403 (an
@@ -25,6 +32,8 @@ operation the run never got past the token gate of was not fuzzed).
 """
 
 import os
+import re
+import urllib.parse
 
 import schemathesis
 
@@ -57,11 +66,45 @@ def filter_body(ctx, body):
     return True
 
 
+# A host that is plainly a name: labels of letters, digits and hyphens, the last one holding a
+# letter and not of the `0x…` form a URL parser reads as a hexadecimal IPv4 part.
+_NAME = re.compile(r"^[a-z0-9-]+(\.[a-z0-9-]+)*\.?$")
+_HEX_PART = re.compile(r"^0x[0-9a-f]*$")
+
+
+def _plainly_a_name(host):
+    if not _NAME.match(host):
+        return False
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    return any(c.isalpha() for c in last) and not _HEX_PART.match(last)
+
+
+def _local_webhook_url(url):
+    """`url`, or the same URL pointed at 127.0.0.1 when its host may be an address."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        return "http://127.0.0.1/"
+    if _plainly_a_name(host):
+        return url
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = "127.0.0.1" if port is None else f"127.0.0.1:{port}"
+    netloc = f"{userinfo}@{netloc}" if userinfo else netloc
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
-    if case.operation.method.upper() != "POST" or case.operation.path != "/api/v1/cluster/nodes":
+    if not isinstance(case.body, dict) or case.operation.method.upper() != "POST":
         return
-    if not isinstance(case.body, dict):
+    if case.operation.path == "/api/v1/clocks":
+        channel = case.body.get("channel")
+        if isinstance(channel, dict) and isinstance(channel.get("url"), str):
+            channel["url"] = _local_webhook_url(channel["url"])
+        return
+    if case.operation.path != "/api/v1/cluster/nodes":
         return
     for field in ("api", "raft"):
         value = case.body.get(field)

@@ -173,3 +173,55 @@ async fn schemathesis_finds_no_failure_on_a_three_node_cluster() {
         cluster.crashed_nodes()
     );
 }
+
+/// The hooks' rule that keeps the fuzzer's webhook receivers on this machine: every URL whose
+/// host a URL parser could read as an address is pointed at 127.0.0.1 (which the fuzz cluster
+/// refuses), and names, which resolve nowhere for the fuzz cluster's nodes, are left as they
+/// are. Run with the venv's Python, which imports the hooks as schemathesis does.
+#[test]
+fn the_fuzzers_webhook_urls_never_name_an_address_off_this_machine() {
+    let python = tools::require("python3");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemathesis");
+    let cases = [
+        ("http://8.8.8.8/x", "http://127.0.0.1/x"),
+        (
+            "https://[2001:db8::1]:8443/h?q=1",
+            "https://127.0.0.1:8443/h?q=1",
+        ),
+        ("http://2130706433/", "http://127.0.0.1/"),
+        ("http://0x7f.1/", "http://127.0.0.1/"),
+        ("http://%31%32%37.0.0.1/", "http://127.0.0.1/"),
+        ("http://a.b.0x1f/", "http://127.0.0.1/"),
+        (
+            "http://user:pw@1.2.3.4:99/p#f",
+            "http://user:pw@127.0.0.1:99/p#f",
+        ),
+        ("http://[::1", "http://127.0.0.1/"),
+        ("http://example.com/hook", "http://example.com/hook"),
+        (
+            "https://3com.example.org.:443/p",
+            "https://3com.example.org.:443/p",
+        ),
+    ];
+    let urls: Vec<&str> = cases.iter().map(|(url, _)| *url).collect();
+    let output = std::process::Command::new(&python)
+        .current_dir(&config)
+        .args([
+            "-c",
+            "import json, sys, hooks\n\
+             print(json.dumps([hooks._local_webhook_url(url) for url in json.loads(sys.argv[1])]))",
+        ])
+        .arg(serde_json::to_string(&urls).expect("the URLs as JSON"))
+        .output()
+        .expect("python starts");
+    assert!(
+        output.status.success(),
+        "the hooks did not load: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rewritten: Vec<String> =
+        serde_json::from_slice(&output.stdout).expect("the hooks' answer as JSON");
+    for ((url, expected), got) in cases.iter().zip(&rewritten) {
+        assert_eq!(got, expected, "the fuzzer's webhook URL {url}");
+    }
+}
