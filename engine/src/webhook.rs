@@ -263,19 +263,17 @@ impl Webhooks {
     ) -> (Option<bool>, PublishOutcome) {
         let status = response.status();
         let asked_wait = retry_after(response.headers());
+        // Read even after a success: a connection is pooled again only once its answer is.
         let excerpt = read_excerpt(&mut response).await;
+        if status.is_success() {
+            return (Some(true), PublishOutcome::Delivered { after: elapsed });
+        }
         let reason = if excerpt.is_empty() {
             format!("the receiver answered {status}")
         } else {
             format!("the receiver answered {status}: {excerpt}")
         };
-        if status.is_success() {
-            return (Some(true), PublishOutcome::Delivered { after: elapsed });
-        }
-        if status.is_client_error()
-            && status != StatusCode::REQUEST_TIMEOUT
-            && status != StatusCode::TOO_MANY_REQUESTS
-        {
+        if refuses_for_good(status) {
             return (None, PublishOutcome::GaveUp(reason));
         }
         (
@@ -338,6 +336,14 @@ impl Publisher for Webhooks {
 struct Deadline {
     at_ms: u64,
     now_ms: u64,
+}
+
+/// Whether an answer `status` refuses the tick for good: a 4xx, but for 408 (Request Timeout)
+/// and 429 (Too Many Requests), which ask to be tried again later.
+fn refuses_for_good(status: StatusCode) -> bool {
+    status.is_client_error()
+        && status != StatusCode::REQUEST_TIMEOUT
+        && status != StatusCode::TOO_MANY_REQUESTS
 }
 
 /// The wait after a failed `attempt` (1 for the first): [`FIRST_BACKOFF`] doubled for each
@@ -425,6 +431,10 @@ mod tests {
     const HOUR_MS: u64 = 3_600_000;
 
     fn publisher() -> Webhooks {
+        publisher_allowing_private(true)
+    }
+
+    fn publisher_allowing_private(allow_private: bool) -> Webhooks {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -434,7 +444,7 @@ mod tests {
         let settings = WebhookSettings {
             retry_for: Duration::from_millis(HOUR_MS),
             attempt_timeout: Duration::from_secs(2),
-            allow_private: true,
+            allow_private,
             per_receiver: 2,
             admitted_per_receiver: 10,
             total: 4,
@@ -470,6 +480,176 @@ mod tests {
             matches!(after, PublishOutcome::Expired(_)),
             "an hour after its instant, a tick is given up without an attempt: {after:?}"
         );
+    }
+
+    fn webhook_to(url: &str) -> Webhook {
+        Webhook {
+            url: WebhookUrl::parse(url).expect("a valid url"),
+            secret: WebhookSecret::from_bytes([3; tickd_domain::webhook::SECRET_BYTES]),
+        }
+    }
+
+    fn tick_due_at(due_ms: u64) -> Tick {
+        let schedule = Schedule::parse("every.1.seconds").expect("a schedule");
+        Tick::scheduled(&ClockId::new("c1".to_owned()), "n", &schedule, due_ms)
+    }
+
+    /// SPEC §5's address rule at delivery, for a URL that names an address: without
+    /// `webhook_allow_private`, loopback is refused before any connection is made; with it, the
+    /// attempt is made (port 9 refuses it), and the receiver is reported failing with why.
+    #[tokio::test]
+    async fn an_internal_address_is_refused_before_connecting_unless_private_ones_are_allowed() {
+        let webhook = webhook_to("http://127.0.0.1:9/hook");
+        let due_ms = 1_000_000;
+        let strict = publisher_allowing_private(false);
+        match strict
+            .settlement(&tick_due_at(due_ms), &webhook, 1, due_ms)
+            .await
+        {
+            PublishOutcome::RetryAfter { reason, .. } => assert!(
+                reason.starts_with("127.0.0.1 is not a public address"),
+                "{reason}"
+            ),
+            other => panic!("a loopback receiver is refused, not {other:?}"),
+        }
+        assert_eq!(strict.failing_receivers().count, 0, "no attempt was made");
+
+        let open = publisher_allowing_private(true);
+        match open
+            .settlement(&tick_due_at(due_ms), &webhook, 1, due_ms)
+            .await
+        {
+            PublishOutcome::RetryAfter { reason, .. } => {
+                assert!(reason.contains("Connection refused"), "{reason}");
+            }
+            other => panic!("a refused connection is retried, not {other:?}"),
+        }
+        let failing = open.failing_receivers();
+        assert_eq!(failing.count, 1, "{failing:?}");
+        assert_eq!(failing.longest[0].receiver, "127.0.0.1:9");
+        assert!(
+            failing.longest[0].last_error.contains("Connection refused"),
+            "{failing:?}"
+        );
+    }
+
+    /// The signed request: Standard Webhooks' three headers, `webhook-id` = `tick_id`, the
+    /// timestamp in seconds of the time handed over, and the tick's message as the body.
+    #[test]
+    fn a_request_carries_the_tick_signed_at_the_time_handed_over() {
+        let webhooks = publisher();
+        let webhook = webhook_to("https://hooks.example.com/tick");
+        let tick = tick_due_at(1_000_000);
+        let request = webhooks
+            .request(&tick, &webhook, 1_234_567)
+            .build()
+            .expect("a request");
+        let header = |name: &str| {
+            request.headers()[name]
+                .to_str()
+                .expect("a text header")
+                .to_owned()
+        };
+        let body = request
+            .body()
+            .and_then(reqwest::Body::as_bytes)
+            .expect("a body in memory")
+            .to_vec();
+        assert_eq!(request.url().as_str(), "https://hooks.example.com/tick");
+        assert_eq!(header("webhook-id"), tick.id.to_string());
+        assert_eq!(header("webhook-timestamp"), "1234");
+        assert_eq!(
+            header("webhook-signature"),
+            webhook.secret.sign(&tick.id.to_string(), 1_234, &body)
+        );
+        assert_eq!(header("content-type"), "application/json");
+        let message: tickd_domain::TickMessage =
+            serde_json::from_slice(&body).expect("the body is the tick's message");
+        assert_eq!(message, tick.message());
+    }
+
+    fn answer(status: u16, retry_after: Option<&str>, body: &str) -> reqwest::Response {
+        let mut builder = http::Response::builder().status(status);
+        if let Some(wait) = retry_after {
+            builder = builder.header(RETRY_AFTER, wait);
+        }
+        reqwest::Response::from(builder.body(body.to_owned()).expect("an answer"))
+    }
+
+    /// What each answer means: a 2xx delivers; a 4xx but 408 and 429 gives up at once with
+    /// the receiver's words; the rest is retried, after the receiver's `Retry-After` when it
+    /// asks for longer than the backoff.
+    #[tokio::test]
+    async fn answers_deliver_refuse_for_good_or_are_retried() {
+        let webhooks = publisher();
+        let deadline = Deadline {
+            at_ms: HOUR_MS,
+            now_ms: 0,
+        };
+        let judge = |status, wait, body| {
+            let webhooks = webhooks.clone();
+            async move {
+                webhooks
+                    .answered(
+                        answer(status, wait, body),
+                        Duration::from_millis(5),
+                        1,
+                        deadline,
+                    )
+                    .await
+            }
+        };
+        assert_eq!(
+            judge(204, None, "").await,
+            (
+                Some(true),
+                PublishOutcome::Delivered {
+                    after: Duration::from_millis(5)
+                }
+            )
+        );
+        assert_eq!(
+            judge(404, None, " no such hook \n").await,
+            (
+                None,
+                PublishOutcome::GaveUp("the receiver answered 404 Not Found: no such hook".into())
+            )
+        );
+        for status in [408, 429, 500, 503, 302] {
+            let (healthy, outcome) = judge(status, None, "").await;
+            assert_eq!(healthy, Some(false), "{status}");
+            assert!(
+                matches!(&outcome, PublishOutcome::RetryAfter { after, .. } if *after <= FIRST_BACKOFF),
+                "{status} is retried after the first backoff: {outcome:?}"
+            );
+        }
+        let (_, asked) = judge(503, Some("120"), "").await;
+        assert!(
+            matches!(asked, PublishOutcome::RetryAfter { after, .. } if after == Duration::from_secs(120)),
+            "{asked:?}"
+        );
+        let long_answer = "x".repeat(3 * MAX_RESPONSE_BYTES);
+        let (_, cut) = judge(500, None, &long_answer).await;
+        let PublishOutcome::RetryAfter { reason, .. } = cut else {
+            panic!("a 500 is retried: {cut:?}");
+        };
+        assert_eq!(
+            reason.matches('x').count(),
+            200,
+            "the log keeps 200 characters"
+        );
+    }
+
+    #[test]
+    fn every_4xx_but_408_and_429_refuses_a_tick_for_good() {
+        for code in [400, 401, 403, 404, 409, 410, 413, 422, 499] {
+            let status = StatusCode::from_u16(code).expect("a status");
+            assert!(refuses_for_good(status), "{code}");
+        }
+        for code in [200, 204, 302, 307, 408, 429, 500, 502, 503, 504] {
+            let status = StatusCode::from_u16(code).expect("a status");
+            assert!(!refuses_for_good(status), "{code}");
+        }
     }
 
     #[test]
