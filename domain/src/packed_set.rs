@@ -183,6 +183,21 @@ mod tests {
 
     use super::*;
 
+    /// Equality is the entries': sets of one length but other entries differ, and sets built
+    /// in different orders (so with other blocks) are equal.
+    #[test]
+    fn sets_are_equal_by_their_entries_alone() {
+        let ascending: PackedSet<u32> = (0..2_000).collect();
+        let descending: PackedSet<u32> = (0..2_000).rev().collect();
+        assert!(ascending.blocks.len() > 1, "the sets span several blocks");
+        assert_eq!(ascending, descending);
+        let shifted: PackedSet<u32> = (1..2_001).collect();
+        assert_eq!(shifted.len(), ascending.len());
+        assert_ne!(ascending, shifted);
+        let shorter: PackedSet<u32> = (0..1_999).collect();
+        assert_ne!(ascending, shorter);
+    }
+
     /// What a sequence of operations does to the set.
     #[derive(Clone, Debug)]
     enum Op {

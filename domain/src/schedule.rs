@@ -767,6 +767,54 @@ mod tests {
         );
     }
 
+    /// Daylight saving's marks (SPEC §2, the preview's `dst`). Berlin left summer time on
+    /// 2026-10-25 at 01:00 UTC, so local 02:00–02:59 happened twice: a half-hourly schedule fires
+    /// in both passes, each marked; a fixed time fires once, in the first pass, marked; and a
+    /// fixed time skipped in spring (2026-03-29, 02:00 → 03:00) fires at the jump, marked.
+    #[test]
+    fn daylight_saving_marks_repeated_and_skipped_local_times() {
+        let ms = |at: &str| -> u64 {
+            let instant: jiff::Timestamp = at.parse().expect("an instant");
+            u64::try_from(instant.as_millisecond()).expect("after the epoch")
+        };
+        let fires = |literal: &str, after: &str, count: usize| -> Vec<(u64, Option<Dst>)> {
+            let schedule = Schedule::parse(literal).expect("a schedule");
+            let mut at = ms(after);
+            (0..count)
+                .map(|_| {
+                    let next = schedule.next_fire(at).expect("it fires again");
+                    at = next.0;
+                    next
+                })
+                .collect()
+        };
+        assert_eq!(
+            fires("TZ=Europe/Berlin */30 * * * *", "2026-10-24T23:00:00Z", 6),
+            [
+                (ms("2026-10-24T23:30:00Z"), None),
+                (ms("2026-10-25T00:00:00Z"), Some(Dst::Repeat)),
+                (ms("2026-10-25T00:30:00Z"), Some(Dst::Repeat)),
+                (ms("2026-10-25T01:00:00Z"), Some(Dst::Repeat)),
+                (ms("2026-10-25T01:30:00Z"), Some(Dst::Repeat)),
+                (ms("2026-10-25T02:00:00Z"), None),
+            ]
+        );
+        assert_eq!(
+            fires("TZ=Europe/Berlin 30 2 * * *", "2026-10-24T12:00:00Z", 2),
+            [
+                (ms("2026-10-25T00:30:00Z"), Some(Dst::Repeat)),
+                (ms("2026-10-26T01:30:00Z"), None),
+            ]
+        );
+        assert_eq!(
+            fires("TZ=Europe/Berlin 30 2 * * *", "2026-03-28T12:00:00Z", 2),
+            [
+                (ms("2026-03-29T01:00:00Z"), Some(Dst::Gap)),
+                (ms("2026-03-30T00:30:00Z"), None),
+            ]
+        );
+    }
+
     #[test]
     fn every_n_days_counts_days_since_the_epoch_in_the_zone() {
         // Day 20 454 is 2026-01-01, a multiple of 2.

@@ -328,6 +328,10 @@ mod tests {
             WebhookUrl::parse(&long),
             Err(UrlError::TooLong { .. })
         ));
+        let prefix = "https://example.com/";
+        let at_the_limit = format!("{prefix}{}", "a".repeat(MAX_URL_BYTES - prefix.len()));
+        let accepted = WebhookUrl::parse(&at_the_limit).expect("a URL of exactly the limit");
+        assert_eq!(accepted.as_url().as_str().len(), MAX_URL_BYTES);
     }
 
     #[test]

@@ -375,13 +375,14 @@ mod tests {
     }
 
     #[test]
-    fn durations_are_recorded_in_seconds_and_the_commit_index_as_saved() {
+    fn durations_are_recorded_in_seconds_and_the_commit_index_and_free_space_as_read() {
         let recorded = Recorded::default();
         with_local_recorder(&recorded, || {
             record_append(Duration::from_millis(1_500));
             record_fsync(Duration::from_millis(250));
             record_snapshot_write(Duration::from_millis(1_250));
             record_committed(17);
+            record_free_bytes(4_096);
         });
         assert_eq!(recorded.get(APPEND_DURATION), Some(samples(&[1.5])));
         assert_eq!(recorded.get(FSYNC_DURATION), Some(samples(&[0.25])));
@@ -390,5 +391,6 @@ mod tests {
             Some(samples(&[1.25]))
         );
         assert_eq!(recorded.get(COMMIT_INDEX), Some(value(17.0)));
+        assert_eq!(recorded.get(FREE_BYTES), Some(value(4_096.0)));
     }
 }

@@ -177,6 +177,9 @@ fn an_image_keeps_the_state_it_was_taken_at_while_the_registry_goes_on() {
 
     let now = serde_json::to_value(&registry).unwrap_or_default();
     assert_ne!(now, then, "the registry changed");
+    // Readers that pass over every clock (a scrape, the dashboard) see the image's clocks.
+    let seen: Vec<String> = image.clocks().map(|clock| clock.id.to_string()).collect();
+    assert_eq!(seen, ["hc", "ra"], "the image's clocks, by id");
     assert_eq!(serde_json::to_value(&image).unwrap_or_default(), then);
     let loaded: Registry = serde_json::from_value(then).unwrap_or_default();
     assert_eq!(
