@@ -94,6 +94,7 @@ mod tests {
             .collect();
         let report = FailingReceivers::of(many);
         assert_eq!(report.count, MAX_NAMED as u64 + 5);
+        assert!(!report.is_empty());
         assert_eq!(report.longest.len(), MAX_NAMED);
         assert_eq!(
             report.longest[0].receiver,
