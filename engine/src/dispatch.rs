@@ -173,20 +173,25 @@ mod tests {
     }
 
     impl Recording {
-        fn new(name: &'static str) -> Arc<Self> {
+        fn build(name: &'static str, refuse: bool, one_short: bool) -> Arc<Self> {
             Arc::new(Recording {
                 name,
-                refuse: false,
-                one_short: false,
+                refuse,
+                one_short,
                 handed: Mutex::default(),
             })
         }
 
+        fn new(name: &'static str) -> Arc<Self> {
+            Recording::build(name, false, false)
+        }
+
         fn refusing(name: &'static str) -> Arc<Self> {
-            Arc::new(Recording {
-                refuse: true,
-                ..Arc::into_inner(Recording::new(name)).expect("a fresh publisher")
-            })
+            Recording::build(name, true, false)
+        }
+
+        fn one_short(name: &'static str) -> Arc<Self> {
+            Recording::build(name, false, true)
         }
 
         fn handed(&self) -> Vec<String> {
@@ -356,13 +361,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_publisher_that_answers_for_fewer_ticks_fails_the_rest() {
-        let short = Arc::new(Recording {
-            one_short: true,
-            ..Arc::into_inner(Recording::new("hook")).expect("a fresh publisher")
-        });
         let publishers = Publishers {
             rabbit: Some(Recording::new("rabbit")),
-            webhook: short,
+            webhook: Recording::one_short("hook"),
         };
         let mixed = [
             outgoing(1, rabbit()),
