@@ -224,21 +224,22 @@ async fn with_bare_ticker<T>(
         .arg(rabbit)
         .arg("--clocks")
         .arg(file.path());
-    while_running(ticker, work).await
+    while_running(ticker, |_| work).await
 }
 
-/// Runs `work` while `command` (a baseline that runs until it is killed) runs; an early exit
-/// of the baseline fails the measurement, which would otherwise count its silence.
-pub async fn while_running<T>(
+/// Runs `work` (handed the baseline's process id) while `command` (a baseline that runs until
+/// it is killed) runs; an early exit of the baseline fails the measurement, which would
+/// otherwise count its silence.
+pub async fn while_running<T, Work: Future<Output = T>>(
     mut command: Command,
-    work: impl Future<Output = T>,
+    work: impl FnOnce(u32) -> Work,
 ) -> Result<T, String> {
     let program = command.get_program().to_string_lossy().into_owned();
     let mut child = command
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    let result = work.await;
+    let result = work(child.id()).await;
     let exited = child.try_wait().ok().flatten();
     let _ = child.kill();
     let _ = child.wait();

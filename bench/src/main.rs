@@ -12,6 +12,7 @@
 
 mod client;
 mod consumer;
+mod cpu;
 mod etcd;
 mod failover;
 mod footprint;

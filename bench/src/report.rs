@@ -72,6 +72,14 @@ pub struct Headline {
     pub webhook_vs_baseline_p99: Option<f64>,
     /// Ticks of the webhook window tickd had not delivered by the end of its grace.
     pub webhook_missing_ticks: Option<usize>,
+    /// CPU tickd's nodes spent per tick of the webhook window, in microseconds, together.
+    pub webhook_cpu_us_per_tick: Option<f64>,
+    /// The bare sender's CPU per tick of its window.
+    pub webhook_baseline_cpu_us_per_tick: Option<f64>,
+    /// [`WebhookRow::cpu_ratio`]: the CPU a tick costs the machine with tickd over with the
+    /// bare sender. The burst of each second is CPU-bound on two shared cores, so this is
+    /// what the p99 ratio follows, without its run-to-run spread.
+    pub webhook_vs_baseline_cpu: Option<f64>,
 }
 
 /// The webhook scenario's result: tickd's webhook deliveries beside the bare sender's.
@@ -85,6 +93,30 @@ pub struct WebhookRow {
     pub baseline: Delivered,
     /// `tickd.lateness.p99_ms / baseline.lateness.p99_ms`.
     pub p99_ratio: f64,
+    /// What tickd's window cost in CPU.
+    pub tickd_cpu: CpuPerTick,
+    /// What the bare sender's window cost in CPU.
+    pub baseline_cpu: CpuPerTick,
+}
+
+impl WebhookRow {
+    /// The CPU per tick of tickd's nodes and the receiver over that of the bare sender and
+    /// the receiver: every process the burst of each second shares the cores with.
+    pub fn cpu_ratio(&self) -> f64 {
+        ratio(
+            self.tickd_cpu.sender_us + self.tickd_cpu.receiver_us,
+            self.baseline_cpu.sender_us + self.baseline_cpu.receiver_us,
+        )
+    }
+}
+
+/// The CPU (user and system) a window of ticks cost, per tick, in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CpuPerTick {
+    /// The sending side: tickd's nodes together, or the bare sender.
+    pub sender_us: f64,
+    /// The receiver: the benchmark's own process, which does little else meanwhile.
+    pub receiver_us: f64,
 }
 
 /// Everything a run measured.
@@ -196,6 +228,9 @@ impl Report {
                     .expected
                     .saturating_sub(webhook.tickd.received),
             );
+            headline.webhook_cpu_us_per_tick = Some(webhook.tickd_cpu.sender_us);
+            headline.webhook_baseline_cpu_us_per_tick = Some(webhook.baseline_cpu.sender_us);
+            headline.webhook_vs_baseline_cpu = Some(webhook.cpu_ratio());
         }
         self.floors_missed = floors_missed(&headline);
         self.headline = headline;
@@ -316,7 +351,7 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, Option<f64>); 25] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 28] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
@@ -361,6 +396,12 @@ impl Headline {
                 "webhook_missing_ticks",
                 self.webhook_missing_ticks.map(|missing| missing as f64),
             ),
+            ("webhook_cpu_us_per_tick", self.webhook_cpu_us_per_tick),
+            (
+                "webhook_baseline_cpu_us_per_tick",
+                self.webhook_baseline_cpu_us_per_tick,
+            ),
+            ("webhook_vs_baseline_cpu", self.webhook_vs_baseline_cpu),
         ]
     }
 }
@@ -423,11 +464,21 @@ mod tests {
                 tickd: delivered(13.0, 97),
                 baseline: delivered(10.0, 100),
                 p99_ratio: 1.3,
+                tickd_cpu: CpuPerTick {
+                    sender_us: 40.0,
+                    receiver_us: 20.0,
+                },
+                baseline_cpu: CpuPerTick {
+                    sender_us: 30.0,
+                    receiver_us: 20.0,
+                },
             }),
             ..Report::default()
         };
         report.conclude();
         assert_eq!(report.headline.webhook_missing_ticks, Some(3));
+        assert_eq!(report.headline.webhook_vs_baseline_cpu, Some(1.2));
+        assert_eq!(report.headline.webhook_cpu_us_per_tick, Some(40.0));
         assert_eq!(report.floors_missed.len(), 1, "{:?}", report.floors_missed);
         assert!(report.floors_missed[0].starts_with("webhook_vs_baseline_p99"));
 

@@ -16,6 +16,7 @@ use tickd_tests::process::cpu_percent;
 
 use crate::client::Registration;
 use crate::consumer::now_ms;
+use crate::cpu;
 use crate::footprint::{ResidentParts, SNAPSHOT_BUILT, last_snapshot, resident_parts_of_node};
 use crate::footprint::{restart_to_serving, rss_of_node, rss_of_nodes};
 use crate::node_metrics;
@@ -269,7 +270,7 @@ pub async fn run(
     clocks: usize,
     frequent_clocks: usize,
 ) -> Result<ScaleResult, String> {
-    let pids = pids(cluster)?;
+    let pids = cpu::node_pids(cluster)?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_cpu_empty_pct = at_rest(cluster, &pids).await?.cpu_pct;
     let rss_empty_bytes = rss_of_nodes(cluster)?;
@@ -391,14 +392,6 @@ async fn memory_of_nodes(
         });
     }
     Ok(memory)
-}
-
-fn pids(cluster: &TestCluster) -> Result<Vec<u32>, String> {
-    cluster
-        .node_ids()
-        .into_iter()
-        .map(|id| cluster.pid(id).ok_or(format!("node {id} is not running")))
-        .collect()
 }
 
 /// A frequent clock: its id and its pop URL.

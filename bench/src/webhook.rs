@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use tickd_tests::TestCluster;
 
 use crate::consumer::now_ms;
+use crate::cpu::{self, CpuMeter};
 use crate::lateness::{self, Delivered};
 use crate::population::Population;
 use crate::receiver::WebhookReceiver;
-use crate::report::WebhookRow;
+use crate::report::{CpuPerTick, WebhookRow};
 use crate::stats::ratio;
 
 /// The schedule of every webhook clock.
@@ -57,7 +58,7 @@ pub async fn run(
         "  {clocks} webhook clocks registered with tickd at {:.0}/s",
         clocks as f64 / started.elapsed().as_secs_f64()
     );
-    let tickd = measure(&receiver, clocks, window).await;
+    let (tickd, tickd_cpu) = measure(&receiver, clocks, window, &cpu::node_pids(cluster)?).await?;
     // Stop the cluster before the baseline: its posts would share the receiver with it.
     cluster.kill_all();
     nothing_delivered("tickd", &tickd)?;
@@ -68,7 +69,10 @@ pub async fn run(
         .arg(receiver.url())
         .arg("--clocks")
         .arg(clocks.to_string());
-    let baseline = lateness::while_running(sender, measure(&receiver, clocks, window)).await?;
+    let (baseline, baseline_cpu) = lateness::while_running(sender, |pid| async move {
+        measure(&receiver, clocks, window, &[pid]).await
+    })
+    .await??;
 
     nothing_delivered("the bare sender", &baseline)?;
     let row = WebhookRow {
@@ -76,22 +80,39 @@ pub async fn run(
         p99_ratio: ratio(tickd.lateness.p99_ms, baseline.lateness.p99_ms),
         tickd,
         baseline,
+        tickd_cpu,
+        baseline_cpu,
     };
     print_table(&row);
     Ok(row)
 }
 
 /// Lets the senders warm up, then counts the ticks due in the next `window` of `clocks`
-/// clocks, with their lateness.
-async fn measure(receiver: &WebhookReceiver, clocks: usize, window: Duration) -> Delivered {
+/// clocks, with their lateness, and what the window cost `senders` (the processes that send
+/// the ticks) and the receiver in CPU.
+async fn measure(
+    receiver: &WebhookReceiver,
+    clocks: usize,
+    window: Duration,
+    senders: &[u32],
+) -> Result<(Delivered, CpuPerTick), String> {
     tokio::time::sleep(WARM_UP).await;
     receiver.drain();
     let from = now_ms();
     let until = from + window.as_secs_f64() * 1e3;
-    tokio::time::sleep(window + GRACE).await;
+    let sending = CpuMeter::start(senders)?;
+    let receiving = CpuMeter::start(&[std::process::id()])?;
+    tokio::time::sleep(window).await;
+    let (sent, received) = (sending.used()?, receiving.used()?);
+    tokio::time::sleep(GRACE).await;
     let deliveries = receiver.drain();
     let expected = clocks * lateness::instants(1_000.0, from, until);
-    lateness::summarize(&deliveries, expected, from, until)
+    let per_tick_us = |seconds: f64| 1e6 * seconds / expected.max(1) as f64;
+    let cpu = CpuPerTick {
+        sender_us: per_tick_us(sent),
+        receiver_us: per_tick_us(received),
+    };
+    Ok((lateness::summarize(&deliveries, expected, from, until), cpu))
 }
 
 /// Fails a system that delivered nothing: its p99 would be a 0 that divides into a ratio
@@ -125,5 +146,14 @@ fn print_table(row: &WebhookRow) {
     println!(
         "  {} clocks: p99 ratio tickd / bare sender {:.2}",
         row.clocks, row.p99_ratio
+    );
+    println!(
+        "  CPU per tick of the window: tickd's nodes {:.1} µs (receiver {:.1}), bare sender \
+         {:.1} µs (receiver {:.1}); with the receiver, ratio {:.2}",
+        row.tickd_cpu.sender_us,
+        row.tickd_cpu.receiver_us,
+        row.baseline_cpu.sender_us,
+        row.baseline_cpu.receiver_us,
+        row.cpu_ratio(),
     );
 }
