@@ -78,7 +78,7 @@ pub struct Headline {
     pub webhook_baseline_cpu_us_per_tick: Option<f64>,
     /// [`WebhookRow::cpu_ratio`]: the CPU a tick costs the machine with tickd over with the
     /// bare sender. The burst of each second is CPU-bound on two shared cores, so this is
-    /// what the p99 ratio follows, without its run-to-run spread.
+    /// what bounds the p99 ratio; unlike a tail, it says which process spends it.
     pub webhook_vs_baseline_cpu: Option<f64>,
 }
 
