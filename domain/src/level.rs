@@ -37,7 +37,8 @@ impl Level {
     /// Calendar schedules (cron, `every.MON.at.09:30`, `@at`, zones) computed with the zone
     /// database this binary carries ([`crate::zone_database_version`]): older binaries cannot
     /// parse them, so a registration of one waits for every voter. Webhook clocks
-    /// ([`crate::Channel::Webhook`]), which older binaries cannot decode.
+    /// ([`crate::Channel::Webhook`]), which older binaries cannot decode. Leases of http-queue
+    /// ticks ([`Command::Lease`], [`Command::Ack`]).
     pub const V0_3: Level = Level(3);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
@@ -62,6 +63,18 @@ impl Level {
     /// Whether the cluster may hold calendar schedules: every replica can parse them and
     /// computes their instants with the same zone database.
     pub fn has_calendar_schedules(self) -> bool {
+        self >= Level::V0_3
+    }
+
+    /// Whether the cluster may lease http-queue ticks ([`Command::Lease`], [`Command::Ack`]):
+    /// every replica decodes the commands and keeps the leases.
+    pub fn has_leases(self) -> bool {
+        self >= Level::V0_3
+    }
+
+    /// Whether apply counts, in each tick, the instants of its clock coalesced into it or
+    /// dropped before it (`Tick::skipped`): every replica keeps the same count.
+    pub fn counts_skipped(self) -> bool {
         self >= Level::V0_3
     }
 
@@ -137,6 +150,7 @@ impl Command {
     pub fn introduced_in(&self) -> Level {
         match self {
             Command::SetLevel { .. } => Level::V0_2,
+            Command::Lease { .. } | Command::Ack { .. } => Level::V0_3,
             Command::Register { schedule, .. } if schedule.is_calendar() => Level::V0_3,
             Command::Register {
                 channel: Channel::Webhook(_),
@@ -175,6 +189,8 @@ mod tests {
             | Command::Intend(_)
             | Command::Confirm { .. }
             | Command::Pop { .. }
+            | Command::Lease { .. }
+            | Command::Ack { .. }
             | Command::Touch { .. }
             | Command::Purge { .. }
             | Command::Restore { .. }
@@ -217,6 +233,19 @@ mod tests {
                 now_ms: 0,
                 request: "r".into(),
             },
+            Command::Lease {
+                queue: queue.clone(),
+                now_ms: 0,
+                until_ms: 30_000,
+                max: 10,
+                token: "0".repeat(32),
+                max_deliveries: 10,
+            },
+            Command::Ack {
+                queue: queue.clone(),
+                receipts: vec![],
+                now_ms: 0,
+            },
             Command::Touch {
                 queues: vec![queue],
                 now_ms: 0,
@@ -251,10 +280,11 @@ mod tests {
     }
 
     #[test]
-    fn only_set_level_is_newer_than_v0_1() {
+    fn only_set_level_and_leases_are_newer_than_v0_1() {
         for command in one_of_each() {
             let expected = match command {
                 Command::SetLevel { .. } => Level::V0_2,
+                Command::Lease { .. } | Command::Ack { .. } => Level::V0_3,
                 _ => Level::V0_1,
             };
             assert_eq!(command.introduced_in(), expected, "{}", command.kind());

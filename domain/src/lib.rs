@@ -21,6 +21,8 @@
 //! - [`stats`] keeps what became of each clock's ticks and the cluster's recent deliveries.
 //! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`; [`Selection`] the clocks it
 //!   selects, taken from the registry to be walked off the state's lock.
+//! - [`leases`] hands http-queue ticks out under receipts until an ack, for delivery at least
+//!   once over HTTP.
 //! - [`webhook`] holds the webhook channel's receiver URLs, signing secrets and signatures,
 //!   and the rule of which addresses a tick may be sent to.
 //! - [`Level`] says which command kinds a cluster's log may carry, so that a rolling upgrade
@@ -63,6 +65,7 @@ mod due_index;
 mod excerpt;
 mod filter;
 mod key_hash;
+pub mod leases;
 mod ledger_snapshot;
 pub mod level;
 mod literals;
@@ -90,11 +93,12 @@ pub use clocks_stamp::ClocksStamp;
 pub use compact_id::IdText;
 pub use excerpt::{EXCERPT_CHARS, Excerpt};
 pub use filter::{ClockFilter, Criterion, FilterError};
+pub use leases::{AckRefusal, LeasedMessage, LeasedTick, Receipt, RefusedReceipt};
 pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
 pub use registry::{
     Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError,
-    calendar_needs_level, webhooks_need_level,
+    calendar_needs_level, leases_need_level, webhooks_need_level,
 };
 pub use restore::RestoreError;
 pub use restore_document::RestoreDocument;

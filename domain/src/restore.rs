@@ -16,6 +16,7 @@ use crate::clock::{
     Channel, Clock, ClockId, ClockStatus, IdError, NameError, QueueId, validate_name,
 };
 use crate::excerpt::Excerpt;
+use crate::leases::{Lease, MAX_DEADLINE_SLACK_MS, MAX_MAX_DELIVERIES, MAX_VISIBILITY_MS, Receipt};
 use crate::registry::RegistrySnapshot;
 use crate::ticks::{MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId};
 
@@ -132,10 +133,20 @@ pub enum RestoreError {
         /// The queue id.
         queue: Excerpt,
     },
+    /// A leased tick's lease could not have been granted.
+    #[error("ledger.leases: queue {queue}, receipt {receipt}: {why}")]
+    Lease {
+        /// The queue id.
+        queue: Excerpt,
+        /// The lease's receipt.
+        receipt: Excerpt,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A filed tick does not match a clock of the backup.
     #[error("{place}: tick {tick}: {why}")]
     Tick {
-        /// `ledger.outbox` or `ledger.queues`.
+        /// `ledger.outbox`, `ledger.queues` or `ledger.leases`.
         place: &'static str,
         /// The tick's id.
         tick: Excerpt,
@@ -235,6 +246,23 @@ impl RegistrySnapshot {
                 )?;
             }
         }
+        for (queue_id, leases) in &ledger.leases {
+            let clock = by_queue
+                .get(queue_id)
+                .ok_or_else(|| RestoreError::StrayQueue {
+                    queue: Excerpt::of(&queue_id.text()),
+                })?;
+            for (receipt, lease) in leases {
+                validate_lease(queue_id, receipt, lease, now_ms)?;
+                validate_tick(
+                    "ledger.leases",
+                    &lease.tick,
+                    clock,
+                    ledger.manual_sequence,
+                    &mut filed_ids,
+                )?;
+            }
+        }
         Ok(())
     }
 }
@@ -319,6 +347,40 @@ fn validate_tick(
         return Err(tick_error(place, tick, "it appears twice"));
     }
     Ok(())
+}
+
+/// Checks that a lease is one a lease command could have granted: a receipt of a drawn token,
+/// at least one delivery and at most [`MAX_MAX_DELIVERIES`], and a deadline no further ahead
+/// of `now_ms` than a lease reaches (a crafted deadline would hide its tick for years).
+fn validate_lease(
+    queue: &QueueId,
+    receipt: &Receipt,
+    lease: &Lease,
+    now_ms: u64,
+) -> Result<(), RestoreError> {
+    let why = if !receipt.is_well_formed() {
+        Some("a receipt is <32 hex digits>.<place in its lease>".to_owned())
+    } else if !(1..=MAX_MAX_DELIVERIES).contains(&lease.deliveries) {
+        Some(format!(
+            "deliveries is {}, not 1 to {MAX_MAX_DELIVERIES}",
+            lease.deliveries
+        ))
+    } else if lease.until_ms > now_ms.saturating_add(MAX_VISIBILITY_MS + MAX_DEADLINE_SLACK_MS) {
+        Some(format!(
+            "its deadline {} is further ahead than a lease reaches",
+            lease.until_ms
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(RestoreError::Lease {
+            queue: Excerpt::of(&queue.text()),
+            receipt: Excerpt::of(receipt.as_str()),
+            why,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// A [`RestoreError::Tick`].

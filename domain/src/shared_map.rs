@@ -77,8 +77,8 @@ where
     }
 }
 
-/// Applies `change` to every value of `map`, in key order.
-pub(crate) fn update_each<K, V>(map: &mut SharedMap<K, V>, mut change: impl FnMut(&mut V))
+/// Applies `change` to every entry of `map`, in key order.
+pub(crate) fn update_each<K, V>(map: &mut SharedMap<K, V>, mut change: impl FnMut(&K, &mut V))
 where
     K: Ord + Clone,
     V: Clone,
@@ -86,7 +86,7 @@ where
     let keys: Vec<K> = map.keys().cloned().collect();
     for key in &keys {
         if let Some(value) = map.get_mut(key) {
-            change(value);
+            change(key, value);
         }
     }
 }
@@ -155,7 +155,7 @@ mod tests {
     fn update_each_changes_every_value_and_leaves_a_copy_taken_before_alone() {
         let mut map = numbers();
         let image = map.clone();
-        update_each(&mut map, |value| *value += 1);
+        update_each(&mut map, |_, value| *value += 1);
         assert!(map.iter().all(|(key, value)| *value == key * 10 + 1));
         assert_eq!(
             image,

@@ -7,7 +7,7 @@
 //! each to the broker, an intent knows which of its ticks are late or coalesced. So every node
 //! answers the same, and the figures survive failovers and restarts. Their size is fixed
 //! whatever the traffic: one [`ClockStats`] per clock (counters, one [`Delivery`] and the last
-//! [`RECENT_TICKS`] latenesses, 64 bytes, allocated by the first tick that records anything:
+//! [`RECENT_TICKS`] latenesses, 72 bytes, allocated by the first tick that records anything:
 //! see [`StatsSlot`]) and one [`DeliverySeries`] of
 //! [`SERIES_BUCKETS`] buckets for the whole cluster.
 //!
@@ -126,7 +126,7 @@ impl From<RecentLateness> for Vec<u16> {
 }
 
 /// What became of one clock's ticks since it was registered (or since its cluster reached
-/// level 2). 64 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
+/// level 2). 72 bytes: the counters saturate at `u32::MAX` (136 years of a one-second clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClockStats {
@@ -146,9 +146,17 @@ pub struct ClockStats {
     /// Failed attempts of settled ticks: an error status, no answer, no connection.
     #[serde(skip_serializing_if = "is_zero")]
     pub failed: u32,
-    /// Webhook ticks given up: refused by their receiver, or not taken within the retry time.
+    /// Ticks given up: a webhook tick refused by its receiver or not taken within the retry
+    /// time; a leased tick handed out `max_deliveries` times without an ack.
     #[serde(skip_serializing_if = "is_zero")]
     pub given_up: u32,
+    /// Hand-outs by leases of a tick whose earlier lease ran out without an ack (a tick's first
+    /// hand-out counts as its delivery).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub redelivered: u32,
+    /// Leased ticks acked.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub acked: u32,
     /// The last delivered tick.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last: Option<Delivery>,
@@ -183,6 +191,18 @@ impl ClockStats {
         add(&mut self.failed, u64::from(failed));
         add(&mut self.retried, u64::from(attempts > 1));
         add(&mut self.given_up, u64::from(given_up));
+    }
+
+    /// Counts a lease's redeliveries and the ticks it gave up (its first deliveries are
+    /// counted as [`delivered`](Self::delivered)).
+    pub fn leased(&mut self, again: u64, given_up: u64) {
+        add(&mut self.redelivered, again);
+        add(&mut self.given_up, given_up);
+    }
+
+    /// Counts acked leased ticks.
+    pub fn acked(&mut self, count: u64) {
+        add(&mut self.acked, count);
     }
 
     /// Whether nothing has been recorded (such statistics are left out of a snapshot).
@@ -244,6 +264,27 @@ impl StatsSlot {
         self.0
             .get_or_insert_with(Box::default)
             .attempted(attempts, given_up);
+    }
+}
+
+impl StatsSlot {
+    /// Counts a lease's redeliveries and given-up ticks (see [`ClockStats::leased`]); none
+    /// keeps an empty slot empty.
+    pub fn leased(&mut self, again: u64, given_up: u64) {
+        if again == 0 && given_up == 0 {
+            return;
+        }
+        self.0
+            .get_or_insert_with(Box::default)
+            .leased(again, given_up);
+    }
+
+    /// Counts acked leased ticks; none keeps an empty slot empty.
+    pub fn acked(&mut self, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.0.get_or_insert_with(Box::default).acked(count);
     }
 }
 
@@ -437,7 +478,7 @@ mod tests {
     #[test]
     fn a_clocks_statistics_stay_small() {
         // Every clock carries a slot: at a million clocks each byte here is a megabyte per node.
-        assert!(size_of::<ClockStats>() <= 64);
+        assert!(size_of::<ClockStats>() <= 72);
         assert_eq!(size_of::<StatsSlot>(), size_of::<usize>());
     }
 

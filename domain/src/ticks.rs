@@ -45,6 +45,8 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, ClockId, QueueId};
+use crate::leases::QueueLeases;
+use crate::level::Level;
 use crate::schedule::Schedule;
 use crate::shared_map::{self, SharedMap};
 use crate::stats::{Delivery, DeliverySeries, StatsSlot};
@@ -119,6 +121,19 @@ pub struct Tick {
     pub due_at_ms: u64,
     /// Whether the tick comes from the `tick` action rather than the schedule.
     pub manual: bool,
+    /// How many of the clock's instants before this one, since its previous delivered tick,
+    /// were coalesced into it or dropped from its full queue (SPEC §5): a consumer sees every
+    /// gap from the ticks alone. Fixed once the tick is filed, except that an older tick
+    /// dropped or coalesced later adds its own count and itself; counted from cluster level 3
+    /// ([`crate::Level::counts_skipped`]). Absent from the serialized form while 0, as
+    /// releases without it wrote ticks.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub skipped: u32,
+}
+
+/// Whether a count is zero: left out of the serialized form.
+fn is_zero_u32(count: &u32) -> bool {
+    *count == 0
 }
 
 /// A tick as clients receive it (SPEC §5): a JSON object with at least `schedule`.
@@ -139,6 +154,9 @@ pub struct TickMessage {
     pub scheduled_at: String,
     /// Whether it came from the `tick` action.
     pub manual: bool,
+    /// How many of the clock's instants since its previous delivered tick were coalesced,
+    /// dropped or skipped (0 when none).
+    pub skipped: u32,
 }
 
 impl Tick {
@@ -152,7 +170,14 @@ impl Tick {
             schedule: schedule.clone(),
             due_at_ms: instant_ms,
             manual: false,
+            skipped: 0,
         }
+    }
+
+    /// Adds to this tick the instants of `gone`, a tick of the same clock dropped or
+    /// coalesced before delivery: `gone` itself and what it had absorbed.
+    fn absorb(&mut self, gone: &Tick) {
+        self.skipped = self.skipped.saturating_add(1).saturating_add(gone.skipped);
     }
 
     /// The message delivered to clients.
@@ -164,6 +189,7 @@ impl Tick {
             tick_id: self.id.to_string(),
             scheduled_at: rfc3339_millis(self.due_at_ms),
             manual: self.manual,
+            skipped: self.skipped,
         }
     }
 
@@ -249,6 +275,24 @@ pub struct TickCounters {
     pub coalesced: u64,
     /// Ticks dropped from full http queues.
     pub dropped: u64,
+    /// Ticks handed out by leases, first deliveries and later ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub leased: u64,
+    /// Of those, ticks handed out again after a lease ran out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redelivered: u64,
+    /// Leased ticks acked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub acked: u64,
+    /// Leased ticks given up after `max_deliveries` deliveries without an ack.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub given_up: u64,
+}
+
+/// Whether a counter is zero: left out of the serialized form, which stays as releases without
+/// leases wrote it.
+fn is_zero(counter: &u64) -> bool {
+    *counter == 0
 }
 
 impl TickCounters {
@@ -259,6 +303,10 @@ impl TickCounters {
         self.late = self.late.saturating_add(other.late);
         self.coalesced = self.coalesced.saturating_add(other.coalesced);
         self.dropped = self.dropped.saturating_add(other.dropped);
+        self.leased = self.leased.saturating_add(other.leased);
+        self.redelivered = self.redelivered.saturating_add(other.redelivered);
+        self.acked = self.acked.saturating_add(other.acked);
+        self.given_up = self.given_up.saturating_add(other.given_up);
     }
 }
 
@@ -295,6 +343,9 @@ pub struct PoppedTick {
     pub due_at_ms: u64,
     /// Whether it was a manual tick.
     pub manual: bool,
+    /// Its [`Tick::skipped`].
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub skipped: u32,
 }
 
 impl PoppedTick {
@@ -307,6 +358,7 @@ impl PoppedTick {
             schedule: clock.schedule.clone(),
             due_at_ms: self.due_at_ms,
             manual: self.manual,
+            skipped: self.skipped,
         }
     }
 }
@@ -337,8 +389,13 @@ pub struct TickLedger {
     /// Serialized as a list: JSON maps cannot have composite keys, and the key is derived.
     #[serde(with = "outbox_as_list")]
     pub(crate) outbox: SharedMap<(u64, TickId), Tick>,
-    /// Ticks for http clocks, waiting to be popped.
+    /// Ticks for http clocks, waiting to be popped or leased.
     pub(crate) queues: SharedMap<QueueId, VecDeque<Tick>>,
+    /// Ticks of http clocks handed out by leases and not acked yet, by queue and receipt
+    /// (`crate::leases`). Absent from the serialized form while empty, as releases without
+    /// leases wrote it.
+    #[serde(skip_serializing_if = "SharedMap::is_empty")]
+    pub(crate) leases: SharedMap<QueueId, QueueLeases>,
     /// Per http queue, the last pop's request id and what it returned, so that a retried pop
     /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a
@@ -362,6 +419,7 @@ impl Default for TickLedger {
             intended_through_ms: 0,
             outbox: SharedMap::new(),
             queues: SharedMap::new(),
+            leases: SharedMap::new(),
             pop_replays: SharedMap::new(),
             manual_sequence: 0,
             counters: TickCounters::default(),
@@ -394,6 +452,11 @@ impl TickLedger {
     /// Ticks for http clocks, by queue, waiting to be popped.
     pub fn queues(&self) -> &SharedMap<QueueId, VecDeque<Tick>> {
         &self.queues
+    }
+
+    /// Ticks of http queues held by leases, by queue and receipt (`crate::leases`).
+    pub fn leases(&self) -> &SharedMap<QueueId, QueueLeases> {
+        &self.leases
     }
 
     /// Per http queue, what its last pop returned, for a retry of that pop.
@@ -511,12 +574,15 @@ impl TickLedger {
         self.pop_replays.clear();
         let limit = usize::try_from(self.queue_limit.max(1)).unwrap_or(usize::MAX);
         let mut dropped = 0u64;
-        shared_map::update_each(&mut self.queues, |queue| {
-            while queue.len() > limit {
+        let leases = self.leases.clone();
+        shared_map::update_each(&mut self.queues, |queue_id, queue| {
+            let leased = leases.get(queue_id).map_or(0, BTreeMap::len);
+            while queue.len().saturating_add(leased) > limit && !queue.is_empty() {
                 queue.pop_front();
                 dropped = dropped.saturating_add(1);
             }
         });
+        shared_map::retain(&mut self.queues, |_, queue| !queue.is_empty());
         self.counters.dropped = self.counters.dropped.saturating_add(dropped);
     }
 
@@ -549,8 +615,15 @@ impl TickLedger {
         (instants, coalesced)
     }
 
-    /// Files one tick; an http queue beyond `queue_limit` drops its oldest tick.
-    pub fn file(&mut self, tick: Tick, destination: Destination<'_>, queue_limit: u64) -> u64 {
+    /// Files one tick; an http queue beyond `queue_limit` drops its oldest tick, whose instant
+    /// the next tick in line counts as skipped from `level` 3 on.
+    pub fn file(
+        &mut self,
+        level: Level,
+        tick: Tick,
+        destination: Destination<'_>,
+        queue_limit: u64,
+    ) -> u64 {
         self.counters.filed = self.counters.filed.saturating_add(1);
         match destination {
             Destination::Outbox => {
@@ -558,13 +631,26 @@ impl TickLedger {
                 0
             }
             Destination::Queue(queue_id) => {
+                let leased = self.leased_in_queue(queue_id);
                 let queue = self.queues.entry(queue_id.clone()).or_default();
                 queue.push_back(tick);
+                // Leased ticks count against the limit, but only waiting ones are dropped: a
+                // leased tick is in its consumer's hands (`crate::leases`).
                 let limit = usize::try_from(queue_limit.max(1)).unwrap_or(usize::MAX);
                 let mut dropped = 0u64;
-                while queue.len() > limit {
-                    queue.pop_front();
+                while queue.len().saturating_add(leased) > limit
+                    && let Some(gone) = queue.pop_front()
+                {
                     dropped = dropped.saturating_add(1);
+                    if level.counts_skipped()
+                        && let Some(next) = queue.front_mut()
+                    {
+                        next.absorb(&gone);
+                    }
+                }
+                if queue.is_empty() {
+                    // Every place was leased: the newcomer itself was dropped.
+                    self.queues.remove(queue_id);
                 }
                 self.counters.dropped = self.counters.dropped.saturating_add(dropped);
                 dropped
@@ -572,9 +658,10 @@ impl TickLedger {
         }
     }
 
-    /// Removes the ticks of `clock`'s queue `queue_id` that are due at `now_ms` and returns
-    /// them, oldest first: at most `max` (the cluster level's [`Level::max_pop_ticks`]); the
-    /// others stay for the next pop, as do ticks filed ahead of their instant. A pop with the
+    /// Removes the ticks of `clock`'s queue `queue_id` that are due at `now_ms` (and those whose
+    /// lease ran out) and returns them, oldest first: at most `max` (the cluster level's
+    /// [`Level::max_pop_ticks`]); the others stay for the next pop, as do ticks filed ahead of
+    /// their instant. A pop with the
     /// same `request` as the queue's last one is a retry: it gets the same ticks again and
     /// removes nothing.
     ///
@@ -596,27 +683,11 @@ impl TickLedger {
                 .map(|popped| popped.tick_of(clock))
                 .collect();
         }
-        let Some(queue) = self.queues.get_mut(queue_id) else {
+        if !self.queues.contains_key(queue_id) && !self.leases.contains_key(queue_id) {
             return Vec::new();
-        };
-        let (due, later): (VecDeque<Tick>, VecDeque<Tick>) =
-            queue.drain(..).partition(|tick| tick.due_at_ms <= now_ms);
-        let mut due: Vec<Tick> = due.into();
-        due.sort_by_key(|tick| tick.due_at_ms);
-        // The oldest due ticks leave; the rest, all due before any of `later`, stay first in
-        // line, so the queue keeps its due order.
-        let waiting: VecDeque<Tick> = due
-            .split_off(due.len().min(max))
-            .into_iter()
-            .chain(later)
-            .collect();
-        // An empty queue is no entry: a missing queue reads as empty everywhere, and an entry
-        // kept for every http clock that ever ticked cost each of them about 70 bytes.
-        if waiting.is_empty() {
-            self.queues.remove(queue_id);
-        } else {
-            *queue = waiting;
         }
+        let (taken, _) = self.take_available(queue_id, now_ms, max, None);
+        let due: Vec<Tick> = taken.into_iter().map(|available| available.tick).collect();
         let replay = PopReplay {
             request,
             ticks: due
@@ -625,6 +696,7 @@ impl TickLedger {
                     id: tick.id.clone(),
                     due_at_ms: tick.due_at_ms,
                     manual: tick.manual,
+                    skipped: tick.skipped,
                 })
                 .collect(),
         };
@@ -632,28 +704,44 @@ impl TickLedger {
         due
     }
 
-    /// The ticks of `queue_id` that are due at `now_ms`, without removing them.
+    /// The ticks of `queue_id` available at `now_ms` (due, or back from a lease that ran
+    /// out), without taking them.
     pub fn due_in_queue(&self, queue_id: &QueueId, now_ms: u64) -> usize {
-        self.queues.get(queue_id).map_or(0, |queue| {
+        let waiting = self.queues.get(queue_id).map_or(0, |queue| {
             queue.iter().filter(|tick| tick.due_at_ms <= now_ms).count()
-        })
+        });
+        let expired = self.leases.get(queue_id).map_or(0, |leases| {
+            leases
+                .values()
+                .filter(|lease| lease.until_ms <= now_ms)
+                .count()
+        });
+        waiting.saturating_add(expired)
     }
 
-    /// The earliest instant at which a tick of `queue_id` becomes due.
+    /// The earliest instant at which a tick of `queue_id` becomes available: a waiting tick's
+    /// instant, or a lease's deadline.
     pub fn next_due_in_queue(&self, queue_id: &QueueId) -> Option<u64> {
-        self.queues
-            .get(queue_id)?
-            .iter()
-            .map(|tick| tick.due_at_ms)
-            .min()
+        let waiting = self
+            .queues
+            .get(queue_id)
+            .into_iter()
+            .flat_map(|queue| queue.iter().map(|tick| tick.due_at_ms));
+        let leased = self
+            .leases
+            .get(queue_id)
+            .into_iter()
+            .flat_map(|leases| leases.values().map(|lease| lease.until_ms));
+        waiting.chain(leased).min()
     }
 
     /// Bounds the outbox while the broker is away: of each clock's scheduled ticks that are
     /// older than `cutoff_ms` (the catch-up window), only the newest stays; the others are
     /// coalesced into it, as missed ticks are at intent time (SPEC §7). So a broker outage of
     /// any length leaves at most catch-up / interval + 1 scheduled ticks per clock waiting.
-    /// Returns the clock of each tick coalesced away. Manual ticks are never coalesced.
-    pub fn coalesce_outbox(&mut self, cutoff_ms: u64) -> Vec<ClockId> {
+    /// Returns the clock of each tick coalesced away. Manual ticks are never coalesced. From
+    /// `level` 3 on, the newest counts the others as skipped.
+    pub fn coalesce_outbox(&mut self, level: Level, cutoff_ms: u64) -> Vec<ClockId> {
         let mut newest: BTreeMap<ClockId, (u64, TickId)> = BTreeMap::new();
         let mut older = Vec::new();
         let overdue = self.outbox.range(..(cutoff_ms, TickId(String::new())));
@@ -663,11 +751,20 @@ impl TickLedger {
                 older.push(previous);
             }
         }
-        let coalesced: Vec<ClockId> = older
+        let gone: Vec<Tick> = older
             .iter()
             .filter_map(|key| self.outbox.remove(key))
-            .map(|tick| tick.clock)
             .collect();
+        if level.counts_skipped() {
+            for tick in &gone {
+                if let Some(key) = newest.get(&tick.clock)
+                    && let Some(kept) = self.outbox.get_mut(key)
+                {
+                    kept.absorb(tick);
+                }
+            }
+        }
+        let coalesced: Vec<ClockId> = gone.into_iter().map(|tick| tick.clock).collect();
         let count = u64::try_from(coalesced.len()).unwrap_or(u64::MAX);
         self.counters.coalesced = self.counters.coalesced.saturating_add(count);
         coalesced
@@ -701,6 +798,7 @@ impl TickLedger {
         }
         for queue in queues {
             self.queues.remove(queue);
+            self.leases.remove(queue);
             self.pop_replays.remove(queue);
         }
         shared_map::retain(&mut self.outbox, |_, tick| !clocks.contains(&tick.clock));
@@ -764,6 +862,7 @@ mod tests {
             schedule: schedule("every.10.seconds"),
             due_at_ms: 1_700_000_000_000,
             manual: false,
+            skipped: 0,
         };
         let message = tick.message();
         assert_eq!(message.scheduled_at, "2023-11-14T22:13:20.000Z");
@@ -845,17 +944,22 @@ mod tests {
             schedule: schedule("every.1.seconds"),
             due_at_ms: at,
             manual,
+            skipped: 0,
         };
         for at in [1_000, 2_000, 3_000, 70_000] {
-            ledger.file(tick(&a, at, false), Destination::Outbox, 1);
+            ledger.file(Level::V0_3, tick(&a, at, false), Destination::Outbox, 1);
         }
-        ledger.file(tick(&b, 2_500, false), Destination::Outbox, 1);
-        ledger.file(tick(&a, 1_500, true), Destination::Outbox, 1);
-        assert_eq!(ledger.coalesce_outbox(10_000).len(), 2);
+        ledger.file(Level::V0_3, tick(&b, 2_500, false), Destination::Outbox, 1);
+        ledger.file(Level::V0_3, tick(&a, 1_500, true), Destination::Outbox, 1);
+        assert_eq!(ledger.coalesce_outbox(Level::V0_3, 10_000).len(), 2);
         let left: Vec<&str> = ledger.outbox.values().map(|t| t.id.as_str()).collect();
         assert_eq!(left, ["a-m1500", "b-2500", "a-3000", "a-70000"]);
         assert_eq!(ledger.counters.coalesced, 2);
-        assert_eq!(ledger.coalesce_outbox(10_000).len(), 0, "idempotent");
+        assert_eq!(
+            ledger.coalesce_outbox(Level::V0_3, 10_000).len(),
+            0,
+            "idempotent"
+        );
     }
 
     /// An http clock on queue `q`, for the pop tests.
@@ -882,7 +986,12 @@ mod tests {
         let mut ledger = TickLedger::default();
         let (clock, queue) = http_clock();
         for at in [1_000, 2_000, 3_000, 4_000, 5_000] {
-            ledger.file(scheduled_at(&clock, at), Destination::Queue(&queue), 3);
+            ledger.file(
+                Level::V0_3,
+                scheduled_at(&clock, at),
+                Destination::Queue(&queue),
+                3,
+            );
         }
         assert_eq!(ledger.counters.dropped, 2);
         assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
@@ -907,10 +1016,20 @@ mod tests {
         let filed = MAX_POP_TICKS * 2 + 5;
         for at in 1..=filed {
             let at = u64::try_from(at).unwrap_or(u64::MAX) * 1_000;
-            ledger.file(scheduled_at(&clock, at), Destination::Queue(&queue), 10_000);
+            ledger.file(
+                Level::V0_3,
+                scheduled_at(&clock, at),
+                Destination::Queue(&queue),
+                10_000,
+            );
         }
         let later = scheduled_at(&clock, 1_000_000_000);
-        ledger.file(later.clone(), Destination::Queue(&queue), 10_000);
+        ledger.file(
+            Level::V0_3,
+            later.clone(),
+            Destination::Queue(&queue),
+            10_000,
+        );
         let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS);
         assert_eq!(first.len(), MAX_POP_TICKS);
         assert_eq!(
@@ -942,16 +1061,21 @@ mod tests {
         let filed = MAX_POP_TICKS * 3;
         for at in 1..=filed {
             let at = u64::try_from(at).unwrap_or(u64::MAX) * 1_000;
-            ledger.file(scheduled_at(&clock, at), Destination::Queue(&queue), 10_000);
+            ledger.file(
+                Level::V0_3,
+                scheduled_at(&clock, at),
+                Destination::Queue(&queue),
+                10_000,
+            );
         }
-        let max = crate::Level::V0_1.max_pop_ticks();
+        let max = Level::V0_1.max_pop_ticks();
         let popped = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), max);
         assert_eq!(popped.len(), filed);
         assert!(
             !ledger.queues.contains_key(&queue),
             "an emptied queue is no entry"
         );
-        assert_eq!(crate::Level::V0_2.max_pop_ticks(), MAX_POP_TICKS);
+        assert_eq!(Level::V0_2.max_pop_ticks(), MAX_POP_TICKS);
     }
 
     #[test]

@@ -14,10 +14,11 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Value, json};
+use tickd_domain::leases::MAX_LEASE_TICKS;
 use tickd_domain::{
     Channel, ClockId, Command, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE,
-    MAX_POP_TICKS, Outcome, QueueId, Registry, RegistrySnapshot, RestoreDocument, Schedule, Tick,
-    TickId,
+    MAX_POP_TICKS, Outcome, QueueId, Receipt, Registry, RegistrySnapshot, RestoreDocument,
+    Schedule, Tick, TickId, TickLedger,
 };
 
 /// Cases per property unless `PROPTEST_CASES` says otherwise: enough to hit every command
@@ -159,6 +160,28 @@ fn plain_command() -> impl Strategy<Value = Command> {
                 request: request.to_owned(),
             }
         ),
+        2 => (queue_id(), instant(), prop_oneof![0..200_000u64, any::<u64>()], 0..120u32,
+            0..4u8, 0..12u32)
+            .prop_map(|(queue, now_ms, visibility_ms, max, token, max_deliveries)| {
+                Command::Lease {
+                    queue,
+                    now_ms,
+                    until_ms: now_ms.saturating_add(visibility_ms),
+                    max,
+                    token: format!("{token:032x}"),
+                    max_deliveries,
+                }
+            }),
+        1 => (queue_id(), vec((0..4u8, 0..120u8), 0..6), instant()).prop_map(
+            |(queue, receipts, now_ms)| Command::Ack {
+                queue,
+                receipts: receipts
+                    .into_iter()
+                    .map(|(token, place)| Receipt::new(format!("{token:032x}.{place}")))
+                    .collect(),
+                now_ms,
+            }
+        ),
         1 => (vec(queue_id(), 0..3), instant())
             .prop_map(|(queues, now_ms)| Command::Touch { queues, now_ms }),
         1 => vec(clock_id(), 0..3).prop_map(|clocks| Command::Purge { clocks }),
@@ -250,6 +273,7 @@ impl Edit {
                         schedule: clock.schedule.clone(),
                         due_at_ms: sequence,
                         manual: true,
+                        skipped: 0,
                     })
                 });
                 let queues = &mut ledger["queues"];
@@ -289,26 +313,28 @@ fn command() -> impl Strategy<Value = Command> {
     leaf.prop_recursive(2, 12, 6, |inner| vec(inner, 0..6).prop_map(Command::Batch))
 }
 
-/// The ticks waiting in the ledger, outbox and queues together.
+/// The ticks waiting in the ledger, outbox, queues and leases together.
 fn ticks_waiting(registry: &Registry) -> usize {
-    let ledger = registry.ledger();
-    ledger.outbox().len()
-        + ledger
-            .queues()
-            .values()
-            .map(|queue| queue.len())
-            .sum::<usize>()
+    ticks_held(registry.ledger())
 }
 
 /// The ticks a restore document carries.
 fn ticks_in(snapshot: &RegistrySnapshot) -> usize {
-    let ledger = &snapshot.ledger.ticks;
-    ledger.outbox().len()
-        + ledger
-            .queues()
-            .values()
-            .map(|queue| queue.len())
-            .sum::<usize>()
+    ticks_held(&snapshot.ledger.ticks)
+}
+
+/// The ticks a ledger holds: outbox, queues and leases.
+fn ticks_held(ledger: &TickLedger) -> usize {
+    let queued: usize = ledger.queues().values().map(|queue| queue.len()).sum();
+    let leased: usize = ledger
+        .queues()
+        .keys()
+        .chain(ledger.leases().keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|queue| ledger.leased_in_queue(queue))
+        .sum();
+    ledger.outbox().len() + queued + leased
 }
 
 /// The most ticks one command may add: per clock, one intent's window of one-second instants
@@ -339,10 +365,17 @@ fn check_bounds(
     let ledger = registry.ledger();
     let limit = usize::try_from(MAX_GENERATED_QUEUE_LIMIT).unwrap_or(usize::MAX);
     for (queue, ticks) in ledger.queues().iter() {
+        let held = ticks.len() + ledger.leased_in_queue(queue);
         prop_assert!(
-            ticks.len() <= limit,
-            "queue {queue} holds {} ticks, over the queue limit {limit}",
-            ticks.len()
+            held <= limit,
+            "queue {queue} holds {held} ticks with its leased ones, over the queue limit {limit}"
+        );
+    }
+    for (queue, leases) in ledger.leases().iter() {
+        prop_assert!(
+            leases.len() <= limit,
+            "queue {queue} has {} leased",
+            leases.len()
         );
     }
     for replay in ledger.pop_replays().values() {
@@ -352,6 +385,9 @@ fn check_bounds(
     while let Some(outcome) = pops.pop() {
         match outcome {
             Outcome::Popped(ticks) => prop_assert!(ticks.len() <= MAX_POP_TICKS),
+            Outcome::Leased(ticks) => {
+                prop_assert!(ticks.len() <= usize::try_from(MAX_LEASE_TICKS).unwrap_or(0));
+            }
             Outcome::Batch(outcomes) => pops.extend(outcomes),
             _ => {}
         }

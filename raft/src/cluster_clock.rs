@@ -256,6 +256,16 @@ impl ClusterClock {
             })
     }
 
+    /// The latest the majority's time may be now: where a lease's deadline is counted from,
+    /// so that judged by [`Self::earliest_now_ms`] anywhere it lasts at least its visibility
+    /// time by the majority's clock.
+    pub fn latest_now_ms(&self) -> u64 {
+        self.majority_now()
+            .map_or_else(wall_clock::now_ms, |(now, uncertainty)| {
+                now.saturating_add(uncertainty)
+            })
+    }
+
     /// [`Self::earliest_now_ms`] for the leader's duties: what intents are stamped with and
     /// what a tick's instant is compared with before it is published. `Err` when this node's
     /// clock may not fire ticks.

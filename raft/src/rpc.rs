@@ -270,6 +270,8 @@ fn forwardable(command: &Command) -> bool {
         | Command::Resume { .. }
         | Command::Tick { .. }
         | Command::Pop { .. }
+        | Command::Lease { .. }
+        | Command::Ack { .. }
         | Command::Touch { .. }
         | Command::Restore { .. } => true,
         Command::Intend(_)

@@ -69,6 +69,8 @@ pub const CLOCKS: &str = "tickd_clocks";
 pub const OUTBOX_TICKS: &str = "tickd_outbox_ticks";
 /// Http-channel ticks waiting in their queues to be popped.
 pub const HTTP_QUEUED_TICKS: &str = "tickd_http_queued_ticks";
+/// Http-channel ticks held by leases, not acked yet.
+pub const HTTP_LEASED_TICKS: &str = "tickd_http_leased_ticks";
 
 /// The statuses a clock gauge is kept for, so that a status with no clock reads 0 instead
 /// of vanishing.
@@ -171,6 +173,11 @@ pub fn describe() {
         HTTP_QUEUED_TICKS,
         "Http-channel ticks waiting in their queues to be popped (including ticks filed ahead)"
     );
+    describe_gauge!(
+        HTTP_LEASED_TICKS,
+        "Http-channel ticks held by leases and not acked yet (their lease may have run out \
+         since the queue was last leased or popped)"
+    );
     // The exporter renders a metric only once it has been recorded. A fresh node, or one that
     // never saw a leader, must still export these at zero: an alert on their increase would
     // otherwise miss the first event, which creates the series instead of raising it. The
@@ -252,6 +259,8 @@ pub fn record_state(state: &StateHandle) {
     gauge!(OUTBOX_TICKS).set(ledger.outbox().len() as f64);
     let queued: usize = ledger.queues().values().map(|queue| queue.len()).sum();
     gauge!(HTTP_QUEUED_TICKS).set(queued as f64);
+    let leased: usize = ledger.leases().values().map(|leases| leases.len()).sum();
+    gauge!(HTTP_LEASED_TICKS).set(leased as f64);
 }
 
 /// Counts one request forwarded to the leader's internal `route`, and how long it took.

@@ -1,6 +1,7 @@
 //! Tick statistics (`GET /api/v1/stats`), black-box: real processes, the real RabbitMQ, SIGKILL.
 //! Deliveries through both channels, late and coalesced ticks after a whole-cluster outage,
-//! dropped ticks from a full http queue, and the same figures on every node.
+//! dropped ticks from a full http queue, and the same figures on every node. The consumer sees
+//! the same gaps in the ticks themselves (`skipped`, SPEC §5).
 //!
 //! A new cluster keeps statistics from level 2, which its leader sets within seconds of its
 //! forming: each test waits for it before its first tick.
@@ -27,6 +28,40 @@ async fn counting(builder: TestClusterBuilder) -> (TestCluster, NodeId) {
 
 fn count(stats: &Value, field: &str) -> u64 {
     stats[field].as_u64().unwrap_or(0)
+}
+
+/// Checks that every gap between a clock's received scheduled ticks (one-second instants,
+/// each tick once) is counted by the later tick's `skipped`, and returns the total skipped.
+fn gaps_counted(ticks: &[Value]) -> u64 {
+    let mut instants: Vec<(u64, u64)> = ticks
+        .iter()
+        .filter(|tick| tick["manual"] == false)
+        .map(|tick| {
+            let instant = tick["tick_id"]
+                .as_str()
+                .and_then(|id| id.rsplit_once('-'))
+                .and_then(|(_, at)| at.parse().ok())
+                .unwrap_or_else(|| panic!("a scheduled tick id: {tick}"));
+            let skipped = tick["skipped"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("every tick says what it skipped: {tick}"));
+            (instant, skipped)
+        })
+        .collect();
+    instants.sort_unstable();
+    // A tick delivered twice (after a failover) is kept once.
+    instants.dedup_by_key(|(instant, _)| *instant);
+    for pair in instants.windows(2) {
+        let [(before, _), (after, skipped)] = pair else {
+            continue;
+        };
+        assert_eq!(
+            (after - before) / 1_000 - 1,
+            *skipped,
+            "the tick of {after} after the one of {before}: {instants:?}"
+        );
+    }
+    instants.iter().skip(1).map(|(_, skipped)| skipped).sum()
 }
 
 /// Waits until the figures of clock `id`, read through `node`, satisfy `holds`.
@@ -169,6 +204,18 @@ async fn rabbit_deliveries_and_an_outage_show_in_the_same_figures_on_every_node(
         },
     )
     .await;
+    // The consumer saw every coalesced instant counted in the tick that replaced them.
+    let received: Vec<Value> = consumers
+        .received()
+        .iter()
+        .map(|received| received.body.clone())
+        .collect();
+    let figures = stats_of(&cluster, follower, &id).await.expect("stats");
+    assert_eq!(
+        gaps_counted(&received),
+        count(&figures, "coalesced"),
+        "{figures}"
+    );
     consumers.stop().await;
 }
 
@@ -206,6 +253,13 @@ async fn an_http_queue_counts_its_dropped_ticks_and_a_pop_its_deliveries() {
     assert!((2..=3).contains(&popped.len()), "{popped:?}");
     let after = stats_of(&cluster, follower, &id).await.expect("stats");
     assert_eq!(count(&after, "delivered"), popped.len() as u64, "{after}");
+    // The first tick popped counts every instant dropped before it; the others none.
+    assert_eq!(
+        popped[0]["skipped"].as_u64(),
+        Some(count(&after, "dropped")),
+        "{popped:?}"
+    );
+    assert_eq!(gaps_counted(&popped), 0, "{popped:?}");
     let recent: Vec<u64> = after["recent_lateness_ms"]
         .as_array()
         .expect("recent")

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use super::{Command, Outcome, Registry};
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
 use crate::clocks_stamp::ClocksStamp;
+use crate::leases::{LeaseTerms, Leasing, MAX_ACK_RECEIPTS, MAX_OPEN_LEASES, Receipt};
 use crate::level::{Level, Levels};
 use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
@@ -53,6 +54,28 @@ impl Registry {
                 now_ms,
                 request,
             } => self.pop(level, &queue, now_ms, request),
+            Command::Lease {
+                queue,
+                now_ms,
+                until_ms,
+                max,
+                token,
+                max_deliveries,
+            } => {
+                let terms = LeaseTerms {
+                    now_ms,
+                    until_ms,
+                    max,
+                    token,
+                    max_deliveries,
+                };
+                self.lease(level, &queue, terms)
+            }
+            Command::Ack {
+                queue,
+                receipts,
+                now_ms,
+            } => self.ack(level, &queue, receipts, now_ms),
             Command::Touch { queues, now_ms } => {
                 for queue in &queues {
                     if let Some(clock) = self.by_queue.find(&self.clocks, queue) {
@@ -105,6 +128,111 @@ impl Registry {
             }
         }
         Outcome::Popped(popped)
+    }
+
+    /// Hands out ticks of `queue` under a lease; see [`Command::Lease`].
+    fn lease(&mut self, level: Level, queue: &QueueId, terms: LeaseTerms) -> Outcome {
+        if !level.has_leases() {
+            return Outcome::Rejected {
+                reason: leases_need_level(level),
+            };
+        }
+        if let Err(reason) = terms.check() {
+            return Outcome::Rejected { reason };
+        }
+        let Some(clock) = self.by_queue.find(&self.clocks, queue) else {
+            return Outcome::NotFound;
+        };
+        let id = clock.id.clone();
+        let ledger = &mut self.ledger;
+        if ledger.token_in_use(queue, &terms.token) {
+            return Outcome::Rejected {
+                reason: "the lease's token is in use in this queue; draw another".into(),
+            };
+        }
+        let open = ledger.open_leases(queue, terms.now_ms);
+        if open >= MAX_OPEN_LEASES {
+            return Outcome::LeasesFull {
+                open: u64::try_from(open).unwrap_or(u64::MAX),
+            };
+        }
+        let max = usize::try_from(terms.max).unwrap_or(usize::MAX);
+        let leasing = ledger.lease(
+            queue,
+            terms.now_ms,
+            terms.until_ms,
+            max,
+            &terms.token,
+            terms.max_deliveries,
+        );
+        self.note_activity(&id, terms.now_ms);
+        for tick in &leasing.handed {
+            // A tick's first hand-out is its delivery, for its lateness; later ones count as
+            // redeliveries.
+            if tick.deliveries == 1 {
+                self.note_delivered(&tick.tick, terms.now_ms);
+            }
+        }
+        self.note_leased(&id, &leasing);
+        Outcome::Leased(leasing.handed)
+    }
+
+    /// Removes acked leased ticks of `queue`; see [`Command::Ack`].
+    fn ack(
+        &mut self,
+        level: Level,
+        queue: &QueueId,
+        receipts: Vec<Receipt>,
+        now_ms: u64,
+    ) -> Outcome {
+        if !level.has_leases() {
+            return Outcome::Rejected {
+                reason: leases_need_level(level),
+            };
+        }
+        if receipts.len() > MAX_ACK_RECEIPTS {
+            return Outcome::Rejected {
+                reason: format!(
+                    "an ack presents at most {MAX_ACK_RECEIPTS} receipts, not {}",
+                    receipts.len()
+                ),
+            };
+        }
+        let Some(clock) = self.by_queue.find(&self.clocks, queue) else {
+            return Outcome::NotFound;
+        };
+        let id = clock.id.clone();
+        let (acked, refused) = self.ledger.ack(queue, receipts, now_ms);
+        self.note_activity(&id, now_ms);
+        let count = u64::try_from(acked.len()).unwrap_or(u64::MAX);
+        if count > 0 {
+            self.clocks
+                .modify_cursor(&id, |cursor| cursor.stats.acked(count));
+        }
+        Outcome::Acked {
+            acked: count,
+            refused,
+        }
+    }
+
+    /// Counts a lease's hand-outs, redeliveries and given-up ticks in its clock's statistics
+    /// and the cluster's totals.
+    fn note_leased(&mut self, clock: &ClockId, leasing: &Leasing) {
+        let handed = u64::try_from(leasing.handed.len()).unwrap_or(u64::MAX);
+        let again = leasing
+            .handed
+            .iter()
+            .filter(|tick| tick.deliveries > 1)
+            .count();
+        let again = u64::try_from(again).unwrap_or(u64::MAX);
+        let given_up = u64::try_from(leasing.given_up.len()).unwrap_or(u64::MAX);
+        if handed == 0 && given_up == 0 {
+            return;
+        }
+        self.ledger.count_leased(handed, again, given_up);
+        self.clocks.modify_cursor(clock, |cursor| {
+            cursor.stats.leased(again, given_up);
+        });
     }
 
     /// Removes the ticks the publisher settled from the outbox; those it delivered count as
@@ -197,6 +325,11 @@ impl Registry {
         {
             return Outcome::Rejected {
                 reason: webhooks_need_level(level),
+            };
+        }
+        if !level.has_leases() && !snapshot.ledger.ticks.leases.is_empty() {
+            return Outcome::Rejected {
+                reason: leases_need_level(level),
             };
         }
         // The API checks the same before proposing; apply checks again, because it must be
@@ -327,7 +460,7 @@ impl Registry {
         let mut dropped = 0u64;
         for instant in covered {
             let tick = scheduled_tick(clock, instant);
-            let lost = self.ledger.file(tick, destination(clock), limit);
+            let lost = self.ledger.file(level, tick, destination(clock), limit);
             dropped = dropped.saturating_add(lost);
         }
         self.note_dropped(level, &clock.id, dropped, now_ms);
@@ -462,10 +595,11 @@ impl Registry {
             schedule: clock.schedule.clone(),
             due_at_ms: now_ms,
             manual: true,
+            skipped: 0,
         };
         // Manual ticks obey the http queue limit like scheduled ones: a queue over it drops its
         // oldest tick, so a burst of manual ticks on a paused clock cannot grow it unbounded.
-        let dropped = self.ledger.file(tick, destination(&clock), limit);
+        let dropped = self.ledger.file(level, tick, destination(&clock), limit);
         self.note_dropped(level, &clock.id, dropped, now_ms);
         Outcome::Updated(clock)
     }
@@ -507,7 +641,7 @@ impl Registry {
             if clock.status != ClockStatus::Active {
                 continue;
             }
-            let missed = file_due_ticks(clock, cursor, &mut self.ledger, intent);
+            let missed = file_due_ticks(level, clock, cursor, &mut self.ledger, intent);
             if keeps_stats {
                 self.note_missed(id, &missed);
             }
@@ -523,7 +657,7 @@ impl Registry {
         self.ledger.count_missed(&filed);
         let coalesced = self
             .ledger
-            .coalesce_outbox(intent.now_ms.saturating_sub(intent.catch_up_ms));
+            .coalesce_outbox(level, intent.now_ms.saturating_sub(intent.catch_up_ms));
         let count = u64::try_from(coalesced.len()).unwrap_or(u64::MAX);
         filed.coalesced = filed.coalesced.saturating_add(count);
         if keeps_stats {
@@ -582,6 +716,7 @@ impl Registry {
 /// filed: the ticks, those late, those coalesced into a later one, and those its full http
 /// queue dropped.
 fn file_due_ticks(
+    level: Level,
     clock: &Clock,
     cursor: &Cursor,
     ledger: &mut TickLedger,
@@ -592,13 +727,17 @@ fn file_due_ticks(
         coalesced,
         ..Filed::default()
     };
-    for instant in instants {
+    for (index, instant) in instants.into_iter().enumerate() {
         filed.ticks = filed.ticks.saturating_add(1);
         if instant < intent.now_ms {
             filed.late = filed.late.saturating_add(1);
         }
-        let tick = scheduled_tick(clock, instant);
-        let dropped = ledger.file(tick, destination(clock), intent.queue_limit);
+        let mut tick = scheduled_tick(clock, instant);
+        // The first instant is the one the coalesced ones were folded into, if any.
+        if index == 0 && level.counts_skipped() {
+            tick.skipped = u32::try_from(coalesced).unwrap_or(u32::MAX);
+        }
+        let dropped = ledger.file(level, tick, destination(clock), intent.queue_limit);
         filed.dropped = filed.dropped.saturating_add(dropped);
     }
     filed
@@ -607,6 +746,11 @@ fn file_due_ticks(
 /// Why a calendar schedule is refused at `level`.
 pub fn calendar_needs_level(level: Level) -> String {
     needs_level("calendar schedules", level)
+}
+
+/// Why a lease or an ack is refused at `level`.
+pub fn leases_need_level(level: Level) -> String {
+    needs_level("leases", level)
 }
 
 /// Why a webhook clock is refused at `level`.

@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Channel, Clock, ClockId, QueueId};
+use crate::leases::{LeasedTick, Receipt, RefusedReceipt};
 use crate::level::Level;
 use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
@@ -102,6 +103,38 @@ pub enum Command {
         /// A random id of this poll, drawn by the proposing node.
         request: String,
     },
+    /// A lease of an http queue: hand out at most `max` ticks available at `now_ms`, hidden
+    /// from other pollers until `until_ms`, under receipts of `token` (see [`crate::leases`]).
+    ///
+    /// A retry needs no replay record, unlike a pop's: a lease whose answer was lost only
+    /// hides its ticks until its deadline, after which they are handed out again.
+    Lease {
+        /// The queue polled.
+        queue: QueueId,
+        /// The earliest the majority's time may be at the polling node: what the ticks'
+        /// instants and the deadlines of earlier leases are compared with.
+        now_ms: u64,
+        /// The lease's deadline: the latest the majority's time may be at the polling node,
+        /// plus the visibility time asked for.
+        until_ms: u64,
+        /// The most ticks to hand out, 1 to [`crate::leases::MAX_LEASE_TICKS`].
+        max: u32,
+        /// The lease's token, drawn by the polling node: its receipts are `<token>.<n>`.
+        token: String,
+        /// A tick handed out this many times whose last lease ran out is given up instead
+        /// (`max_deliveries` of the cluster file).
+        max_deliveries: u32,
+    },
+    /// An ack of leased ticks: remove those of `receipts` whose lease has not run out at
+    /// `now_ms`.
+    Ack {
+        /// The queue the receipts were issued for.
+        queue: QueueId,
+        /// The receipts, at most [`crate::leases::MAX_ACK_RECEIPTS`].
+        receipts: Vec<Receipt>,
+        /// The earliest the majority's time may be at the acking node.
+        now_ms: u64,
+    },
     /// Polls that found nothing: the queues' consumers are alive.
     Touch {
         /// The queues that were polled.
@@ -152,8 +185,8 @@ impl Command {
     /// The serialized tag of every command kind this binary decodes. A log entry tagged with
     /// anything else was proposed by a newer binary.
     pub const KINDS: &'static [&'static str] = &[
-        "Register", "Pause", "Resume", "Tick", "Intend", "Confirm", "Pop", "Touch", "Purge",
-        "Restore", "Batch", "SetLevel",
+        "Register", "Pause", "Resume", "Tick", "Intend", "Confirm", "Pop", "Lease", "Ack", "Touch",
+        "Purge", "Restore", "Batch", "SetLevel",
     ];
 
     /// The command's name, for log lines, spans and metric labels: it names what a command
@@ -168,6 +201,8 @@ impl Command {
             Command::Intend(_) => "intend",
             Command::Confirm { .. } => "confirm",
             Command::Pop { .. } => "pop",
+            Command::Lease { .. } => "lease",
+            Command::Ack { .. } => "ack",
             Command::Touch { .. } => "touch",
             Command::Purge { .. } => "purge",
             Command::Restore { .. } => "restore",
@@ -218,6 +253,21 @@ pub enum Outcome {
     },
     /// The ticks a poll removed, oldest first.
     Popped(Vec<Tick>),
+    /// The ticks a lease handed out, oldest first.
+    Leased(Vec<LeasedTick>),
+    /// A lease was refused: the queue holds [`crate::leases::MAX_OPEN_LEASES`] leases whose
+    /// deadline has not passed; nothing changed.
+    LeasesFull {
+        /// The number of open leases.
+        open: u64,
+    },
+    /// What an ack removed: how many ticks, and the receipts it refused, in the order given.
+    Acked {
+        /// The ticks removed.
+        acked: u64,
+        /// The receipts refused, with their reasons.
+        refused: Vec<RefusedReceipt>,
+    },
     /// Activity was recorded.
     Touched,
     /// The clocks removed by a purge.

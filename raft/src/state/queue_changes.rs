@@ -35,14 +35,17 @@ struct Watched {
 }
 
 /// What a long poll looks at in a queue: whether it exists, how many ticks it holds and the
-/// newest of them. Every change a poll cares about changes one of these: a pop shortens the
-/// queue, a filed tick lengthens it or (when the queue is full and drops its oldest) changes
-/// its newest tick, a removed clock removes the queue.
+/// newest of them, and how many are leased. Every change a poll cares about changes one of
+/// these: a pop shortens the queue, a filed tick lengthens it or (when the queue is full and
+/// drops its oldest) changes its newest tick, a lease or an ack changes the leased count, a
+/// removed clock removes the queue. (A lease running out changes nothing in the state: a
+/// poll wakes for it by its deadline, `TickLedger::next_due_in_queue`.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
     exists: bool,
     ticks: usize,
     newest: Option<TickId>,
+    leased: usize,
 }
 
 impl Fingerprint {
@@ -55,6 +58,7 @@ impl Fingerprint {
             newest: ticks
                 .and_then(|ticks| ticks.back())
                 .map(|tick| tick.id.clone()),
+            leased: registry.ledger().leased_in_queue(queue),
         }
     }
 }

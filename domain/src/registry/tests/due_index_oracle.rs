@@ -103,7 +103,7 @@ fn run(registry: &mut Registry, step: &Step, scan: bool) -> Outcome {
                 .map(|clock| clock.id.clone())
                 .collect();
             // The scan visits every active clock by design; what it files must match.
-            let mut filed = registry.intend_for(Level::V0_2, &intent, &active);
+            let mut filed = registry.intend_for(Levels::THIS_BINARY.highest, &intent, &active);
             filed.visited = 0;
             Outcome::Filed(filed)
         }

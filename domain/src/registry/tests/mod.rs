@@ -9,17 +9,19 @@
 
 mod commands;
 mod due_index_oracle;
+mod leases;
 mod levels;
 mod lifecycle;
 mod lists;
 mod restore;
+mod skipped;
 mod snapshots;
 mod stats;
 mod ticks;
 
 use super::*;
 use crate::clock::Channel;
-use crate::level::Level;
+use crate::level::{Level, Levels};
 use crate::restore_document::RestoreDocument;
 use crate::stats::{ClockStats, Delivery, SeriesBucket};
 use crate::ticks::{Filed, Intent, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, TickCounters, TickId};

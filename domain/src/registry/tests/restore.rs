@@ -119,6 +119,7 @@ fn restore_joins_the_backup_counters_to_the_clusters_own() {
             late: 2,
             coalesced: 0,
             dropped: 0,
+            ..TickCounters::default()
         }
     );
     // The restoring cluster ticked a clock of its own, manually and on schedule, and
@@ -140,6 +141,7 @@ fn restore_joins_the_backup_counters_to_the_clusters_own() {
             late: 1,
             coalesced: 0,
             dropped: 0,
+            ..TickCounters::default()
         }
     );
     assert_eq!(
@@ -153,6 +155,7 @@ fn restore_joins_the_backup_counters_to_the_clusters_own() {
             late: 3,
             coalesced: 0,
             dropped: 0,
+            ..TickCounters::default()
         }
     );
     assert_eq!(target.ledger().manual_sequence, 1);

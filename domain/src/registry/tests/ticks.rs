@@ -308,6 +308,7 @@ fn intents_count_what_they_filed_late_coalesced_and_dropped() {
             late: 24,
             coalesced: 10,
             dropped: 11,
+            ..TickCounters::default()
         }
     );
     assert_eq!(
