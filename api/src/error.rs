@@ -6,13 +6,15 @@
 //! axum's explanation as the message. So there is one place that renders errors, and no route
 //! can leak a plain-text default.
 
+use axum::Json;
 use axum::body::Body;
-use axum::extract::Request;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tickd_raft::ReplicaError;
 
 /// Seconds a client should wait before retrying when no leader is reachable: about one
@@ -137,6 +139,35 @@ impl BodyShape {
                 rejection.body_text(),
                 self.example
             )),
+        }
+    }
+
+    /// Reads an optional JSON body: `None` when the request has none, else the body as the
+    /// JSON extractor reads it, with its rejections mapped by [`reject`](Self::reject) (a body
+    /// without `Content-Type: application/json` is a 415, never silently ignored).
+    pub async fn optional<T: DeserializeOwned>(
+        &self,
+        request: Request,
+    ) -> Result<Option<T>, ApiError> {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, self.limit_bytes)
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the body is larger than the {} KiB limit",
+                        self.limit_bytes / 1024
+                    ),
+                )
+            })?;
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let request = Request::from_parts(parts, Body::from(bytes));
+        match Json::<T>::from_request(request, &()).await {
+            Ok(Json(value)) => Ok(Some(value)),
+            Err(rejection) => Err(self.reject(rejection)),
         }
     }
 }

@@ -29,6 +29,12 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
+/// A fresh lease token: the first part of the lease's receipts, which are the capability of
+/// the ack, hence the 128 bits (`tickd_domain::leases`).
+pub fn lease_token() -> String {
+    random_hex()
+}
+
 /// A fresh id for one pop: a retry of the same pop carries the same id, so the replicated
 /// queue answers it with the same ticks (see `tickd_domain::Command::Pop`).
 pub fn pop_request() -> String {

@@ -134,6 +134,8 @@ pub struct ApiConfig {
     /// The most long polls (`?wait=N`) that may wait at once on this node; more are answered
     /// at once (see [`polls::LongPolls`]).
     pub max_long_polls: usize,
+    /// How many times a leased tick is handed out before it is given up (`max_deliveries`).
+    pub max_deliveries: u32,
     /// How many requests without a valid token one client address may send (see
     /// [`strangers`]).
     pub strangers: strangers::StrangerQuota,
@@ -219,6 +221,8 @@ fn open_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(routes::health::health))
         .routes(routes!(routes::queues::pop))
+        .routes(routes!(routes::queues::lease::lease))
+        .routes(routes!(routes::queues::ack::ack))
         .routes(routes!(openapi::document_json))
 }
 

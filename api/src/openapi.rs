@@ -36,7 +36,7 @@ use utoipa::{Modify, OpenApi};
     security(("bearer" = []), ("access_token" = []), ("authorization_token" = [])),
     tags(
         (name = "clocks", description = "Register, list, read and act on clocks"),
-        (name = "queues", description = "The http channel: pop the ticks of a queue"),
+        (name = "queues", description = "The http channel: pop the ticks of a queue, or lease and ack them (at least once)"),
         (name = "cluster", description = "Membership and status of the cluster"),
         (name = "operations", description = "Backup, restore and metrics"),
         (name = "health", description = "For load balancers"),
@@ -192,6 +192,8 @@ mod tests {
             "GET /metrics",
             "GET /api/v1/openapi.json",
             "GET /api/v1/queues/{queue_id}/pop",
+            "POST /api/v1/queues/{queue_id}/lease",
+            "POST /api/v1/queues/{queue_id}/ack",
             "GET /api/v1/clocks",
             "POST /api/v1/clocks",
             "GET /api/v1/clocks/{id}",
@@ -258,7 +260,9 @@ mod tests {
             [
                 "get /api/v1/openapi.json",
                 "get /api/v1/queues/{queue_id}/pop",
-                "get /mgmt/health"
+                "get /mgmt/health",
+                "post /api/v1/queues/{queue_id}/ack",
+                "post /api/v1/queues/{queue_id}/lease",
             ]
         );
     }

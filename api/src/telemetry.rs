@@ -24,6 +24,12 @@ pub const REQUEST_DURATION: &str = "tickd_api_request_duration_seconds";
 /// Http-channel ticks handed to pollers (delivered).
 pub const TICKS_POPPED: &str = "tickd_ticks_popped_total";
 
+/// Http-channel ticks handed out by leases, by `delivery`: `first`, or `again` after a lease
+/// ran out.
+pub const TICKS_LEASED: &str = "tickd_ticks_leased_total";
+/// Leased ticks acked.
+pub const TICKS_ACKED: &str = "tickd_ticks_acked_total";
+
 /// Requests refused with a 429 because their address sent too many without a valid token.
 pub const STRANGERS_REFUSED: &str = "tickd_api_strangers_refused_total";
 
@@ -48,6 +54,12 @@ pub fn describe() {
         "Http-channel ticks this node handed to pollers"
     );
     describe_counter!(
+        TICKS_LEASED,
+        "Http-channel ticks this node handed out by leases, by delivery: first, or again \
+         after a lease ran out without an ack (a consumer that never acks shows here)"
+    );
+    describe_counter!(TICKS_ACKED, "Leased ticks acked through this node");
+    describe_counter!(
         STRANGERS_REFUSED,
         "Requests this node refused with a 429 because their address had sent too many \
          without a valid token (unauthenticated_rate_per_second, unauthenticated_burst)"
@@ -57,6 +69,9 @@ pub fn describe() {
     // alert on the increase see every node. The request metrics are labelled by route and
     // appear with the first request.
     counter!(TICKS_POPPED).increment(0);
+    counter!(TICKS_LEASED, "delivery" => "first").increment(0);
+    counter!(TICKS_LEASED, "delivery" => "again").increment(0);
+    counter!(TICKS_ACKED).increment(0);
     counter!(STRANGERS_REFUSED).increment(0);
 }
 
@@ -95,6 +110,19 @@ pub(crate) fn record_stranger_refused() {
 /// Counts ticks handed to a poller.
 pub(crate) fn record_popped(ticks: usize) {
     counter!(TICKS_POPPED).increment(ticks as u64);
+}
+
+/// Counts ticks handed out by a lease, first deliveries apart from later ones.
+pub(crate) fn record_leased(ticks: &[tickd_domain::LeasedTick]) {
+    let again = ticks.iter().filter(|tick| tick.deliveries > 1).count();
+    let first = ticks.len().saturating_sub(again);
+    counter!(TICKS_LEASED, "delivery" => "first").increment(first as u64);
+    counter!(TICKS_LEASED, "delivery" => "again").increment(again as u64);
+}
+
+/// Counts acked ticks.
+pub(crate) fn record_acked(ticks: u64) {
+    counter!(TICKS_ACKED).increment(ticks);
 }
 
 /// The method as a label; methods outside HTTP's standard set share one label, so that a

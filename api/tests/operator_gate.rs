@@ -85,6 +85,7 @@ async fn node_router() -> (Router, tempfile::TempDir) {
         operator_token: AccessToken::new(OPERATOR),
         metrics_require_token: true,
         max_long_polls: 16,
+        max_deliveries: 10,
         strangers: Default::default(),
         dashboard_dir: None,
     };

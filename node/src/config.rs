@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tickd_api::strangers::StrangerQuota;
+use tickd_domain::leases::{DEFAULT_MAX_DELIVERIES, MAX_MAX_DELIVERIES};
 use tickd_raft::cluster_clock::DEFAULT_MAX_CLOCK_OFFSET;
 use tickd_raft::{NodeAddr, NodeId};
 
@@ -72,6 +73,7 @@ struct ClusterFile {
     clock_ttl_ms: Option<u64>,
     catch_up_ms: Option<u64>,
     http_queue_limit: Option<u64>,
+    max_deliveries: Option<u32>,
     metrics_require_token: Option<bool>,
     header_read_timeout_ms: Option<u64>,
     request_timeout_ms: Option<u64>,
@@ -164,6 +166,8 @@ pub struct NodeConfig {
     pub max_clocks: u64,
     /// Cap on this node's concurrent long polls; polls over it are answered at once.
     pub max_long_polls: usize,
+    /// How many times a leased tick is handed out before it is given up.
+    pub max_deliveries: u32,
     /// How many requests without a valid token one client address may send.
     pub strangers: StrangerQuota,
     /// How long a write may wait for a leader.
@@ -269,6 +273,7 @@ impl NodeConfig {
             snapshot_every: tickd_raft::timing::DEFAULT_SNAPSHOT_EVERY,
             max_clocks: DEFAULT_MAX_CLOCKS,
             max_long_polls: tickd_api::polls::DEFAULT_MAX_LONG_POLLS,
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
             strangers: StrangerQuota::default(),
             forward_deadline: DEFAULT_FORWARD_DEADLINE,
             max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
@@ -529,6 +534,19 @@ fn lookup(address: &str) -> Result<Vec<SocketAddr>, Problem> {
         .map_err(|error| Problem::Invalid(format!("cannot resolve {address:?}: {error}")))
 }
 
+/// `max_deliveries`: at least 1 (a tick is handed out once at least) and at most
+/// [`MAX_MAX_DELIVERIES`], which the replicated state enforces too.
+fn max_deliveries(file: &ClusterFile) -> Result<u32, Problem> {
+    match file.max_deliveries {
+        None => Ok(DEFAULT_MAX_DELIVERIES),
+        Some(count @ 1..=MAX_MAX_DELIVERIES) => Ok(count),
+        Some(count) => Err(Problem::Invalid(format!(
+            "`max_deliveries` is {count}; it must be between 1 and {MAX_MAX_DELIVERIES} (the \
+             default is {DEFAULT_MAX_DELIVERIES})"
+        ))),
+    }
+}
+
 /// `max_clock_offset_ms`: at least 1 ms (a bound of 0 would stop every node at the first
 /// measurement error) and at most an hour (beyond that the bound guards nothing).
 fn max_clock_offset(file: &ClusterFile) -> Result<Duration, Problem> {
@@ -768,6 +786,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     };
     let strangers = stranger_quota(&file)?;
     let max_clock_offset = max_clock_offset(&file)?;
+    let max_deliveries = max_deliveries(&file)?;
     let webhook = webhook::settings(&file, base).map_err(Problem::Invalid)?;
     let dashboard_dir = file.dashboard_dir.as_ref().map(|dir| base.join(dir));
     if let Some(dir) = &dashboard_dir {
@@ -802,6 +821,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         max_long_polls: file
             .max_long_polls
             .unwrap_or(tickd_api::polls::DEFAULT_MAX_LONG_POLLS),
+        max_deliveries,
         strangers,
         forward_deadline,
         max_clock_offset,

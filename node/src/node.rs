@@ -270,6 +270,7 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         max_clocks: config.max_clocks,
         metrics_require_token: config.metrics_require_token,
         max_long_polls: config.max_long_polls,
+        max_deliveries: config.max_deliveries,
         strangers: config.strangers,
         dashboard_dir: config.dashboard_dir.clone(),
     };

@@ -1,11 +1,13 @@
-//! `GET /api/v1/queues/{queue_id}/pop`: the http channel (SPEC §2).
+//! The http channel (SPEC §2): `GET /api/v1/queues/{queue_id}/pop`, and the at-least-once
+//! routes beside it, [`lease`] and [`ack`].
 //!
 //! No token: the unguessable queue id is the capability. The due ticks are returned and
 //! removed through one Raft write, so each reaches exactly one poller whichever node it asks;
 //! a poll that finds nothing costs no write. A pop whose outcome this node never learned, or
 //! whose poller left before the answer, is replayed by the queue's next pop on this node
 //! ([`crate::unanswered_pops`]). `?wait=N` (N ≤ 30) holds the request until a
-//! tick is due or N seconds pass.
+//! tick is due or N seconds pass. A lease waits the same way ([`poll`]); it removes nothing,
+//! so it needs no replay.
 //!
 //! # Cheap for what is not there
 //!
@@ -16,12 +18,16 @@
 //! new — a well-formed id, which this node may simply not have applied yet (a clock registered
 //! a moment ago through another node). Only then does the pop confirm, through the throttled
 //! rounds ([`tickd_raft::Replica::linearize_throttled`]): a flood of made-up ids costs the leader at most
-//! one confirmation per node per [`tickd_raft::replica::THROTTLED_READ_SPACING`].
+//! one confirmation per node per [`tickd_raft::replica::THROTTLED_READ_SPACING`]. Leases and
+//! acks resolve their queue the same way ([`known_queue`]).
 //!
 //! A long poll waits on its own queue's changes ([`tickd_raft::state::queue_changes`]), not on
 //! every Raft event, and at most `max_long_polls` wait at once on a node
 //! ([`crate::polls::LongPolls`]); a poll over that cap is answered at once, as without `wait`.
 //! Errors a pop can provoke are logged at most once per [`LOG_EVERY`], with a count.
+
+pub mod ack;
+pub mod lease;
 
 use std::time::Duration;
 
@@ -36,9 +42,9 @@ use crate::error::{ApiError, ErrorBody};
 use crate::log_limit::{LOG_EVERY, LogLimit};
 use crate::telemetry;
 
-/// Pops that no leader answered in time (503), logged at most once per [`LOG_EVERY`].
+/// Queue routes that no leader answered in time (503), logged at most once per [`LOG_EVERY`].
 static UNSERVED: LogLimit = LogLimit::new(LOG_EVERY);
-/// Pops whose write had an outcome a pop cannot have.
+/// Queue writes that had an outcome their route cannot have.
 static UNEXPECTED: LogLimit = LogLimit::new(LOG_EVERY);
 
 /// The longest `?wait` accepted, in seconds.
@@ -75,6 +81,50 @@ pub async fn pop(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Vec<TickMessage>>, ApiError> {
     let wait = wait_from(query.as_deref())?;
+    let queue = known_queue(&app, queue).await?;
+    let popped = poll(&app, &queue, wait, |now_ms| {
+        let (app, queue) = (app.clone(), queue.clone());
+        async move {
+            let attempt = app.pops.begin(&queue);
+            let popped = app
+                .replica
+                .write(Command::Pop {
+                    request: attempt.request(),
+                    queue,
+                    now_ms,
+                })
+                .await
+                .map_err(unserved)?;
+            attempt.answered();
+            match popped {
+                Outcome::Popped(ticks) if !ticks.is_empty() => {
+                    telemetry::record_popped(ticks.len());
+                    Ok(Take::Got(ticks.iter().map(|tick| tick.message()).collect()))
+                }
+                Outcome::Popped(_) => Ok(Take::Missed),
+                Outcome::NotFound => Ok(Take::Gone),
+                other => Err(unexpected(&other)),
+            }
+        }
+    })
+    .await?;
+    Ok(Json(popped.unwrap_or_default()))
+}
+
+/// What one attempt of a poll at taking the available ticks came to.
+pub(crate) enum Take<T> {
+    /// It took them.
+    Got(T),
+    /// Another poller took them first: wait for the next ones.
+    Missed,
+    /// The queue was not found: look again (it answers 404 if its clock is gone).
+    Gone,
+}
+
+/// Resolves a queue id from the path for a poll, pop or ack: a queue this node has applied,
+/// or one it may not have applied yet, confirmed through the leader (see the module
+/// documentation); any other is a 404 without asking the leader.
+pub(crate) async fn known_queue(app: &AppState, queue: String) -> Result<QueueId, ApiError> {
     let queue = QueueId::new(queue);
     let known = app
         .replica
@@ -92,6 +142,22 @@ pub async fn pop(
         app.replica.linearize_throttled().await
     };
     linearized.map_err(unserved)?;
+    Ok(queue)
+}
+
+/// Waits up to `wait` (as `?wait` allows; see the module documentation) until `queue` has
+/// ticks available and `take` takes them with a write stamped with the earliest the
+/// majority's time may be. `None` when none came: the poll counts as a sign of life of the
+/// queue's consumer.
+pub(crate) async fn poll<T, F>(
+    app: &AppState,
+    queue: &QueueId,
+    wait: Duration,
+    mut take: impl FnMut(u64) -> F,
+) -> Result<Option<T>, ApiError>
+where
+    F: Future<Output = Result<Take<T>, ApiError>>,
+{
     // Over the cap, the poll is answered at once, as without `wait`.
     let held = if wait.is_zero() {
         None
@@ -103,54 +169,34 @@ pub async fn pop(
     // Watch before reading, so that a change between the read and the wait is not missed.
     let mut changes = held
         .as_ref()
-        .map(|_| app.replica.state().watch_queue(&queue));
+        .map(|_| app.replica.state().watch_queue(queue));
     loop {
         let now = app.replica.clock().earliest_now_ms();
-        let (due, next_due) = {
+        let (available, next_due) = {
             let state = app.replica.state().read();
             let registry = &state.registry;
-            if registry.clock_of_queue(&queue).is_none() {
-                return Err(no_such_queue(&queue));
+            if registry.clock_of_queue(queue).is_none() {
+                return Err(no_such_queue(queue));
             }
             let ledger = registry.ledger();
             (
-                ledger.due_in_queue(&queue, now),
-                ledger.next_due_in_queue(&queue),
+                ledger.due_in_queue(queue, now),
+                ledger.next_due_in_queue(queue),
             )
         };
-        if due > 0 {
-            let attempt = app.pops.begin(&queue);
-            let popped = app
-                .replica
-                .write(Command::Pop {
-                    request: attempt.request(),
-                    queue: queue.clone(),
-                    now_ms: now,
-                })
-                .await
-                .map_err(unserved)?;
-            attempt.answered();
-            match popped {
-                Outcome::Popped(ticks) if !ticks.is_empty() => {
-                    telemetry::record_popped(ticks.len());
-                    return Ok(Json(ticks.iter().map(|tick| tick.message()).collect()));
-                }
-                // Another poller took them first; wait for the next ones.
-                Outcome::Popped(_) => {}
-                Outcome::NotFound => continue,
-                other => {
-                    if let Some(suppressed) = UNEXPECTED.admit() {
-                        tracing::error!(?other, suppressed, "a pop had an unexpected outcome");
-                    }
-                    return Err(ApiError::not_found("the queue disappeared during the poll"));
-                }
+        if available > 0 {
+            match take(now).await? {
+                Take::Got(taken) => return Ok(Some(taken)),
+                Take::Missed => {}
+                Take::Gone => continue,
             }
         }
         if Instant::now() >= deadline {
-            app.polls.polled(&queue);
-            return Ok(Json(Vec::new()));
+            app.polls.polled(queue);
+            return Ok(None);
         }
-        // Wake when the next filed tick falls due, when the state changes, or at the deadline.
+        // Wake when the next tick becomes available, when the state changes, or at the
+        // deadline.
         let until_due =
             next_due.map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now)));
         let wake = until_due.map_or(deadline, |at| at.min(deadline));
@@ -164,8 +210,21 @@ pub async fn pop(
     }
 }
 
+/// The error of a write whose outcome a queue route cannot have, logged at most once per
+/// [`LOG_EVERY`].
+pub(crate) fn unexpected(outcome: &Outcome) -> ApiError {
+    if let Some(suppressed) = UNEXPECTED.admit() {
+        tracing::error!(
+            ?outcome,
+            suppressed,
+            "a queue's write had an unexpected outcome"
+        );
+    }
+    ApiError::not_found("the queue disappeared during the poll")
+}
+
 /// The 404 of an unknown queue.
-fn no_such_queue(queue: &QueueId) -> ApiError {
+pub(crate) fn no_such_queue(queue: &QueueId) -> ApiError {
     ApiError::not_found(format!(
         "there is no queue {}: its clock may have been removed after going unconsumed for \
          the clock TTL; register the clock again",
@@ -173,10 +232,11 @@ fn no_such_queue(queue: &QueueId) -> ApiError {
     ))
 }
 
-/// The 503 of a pop no leader answered in time, logged at most once per [`LOG_EVERY`].
-fn unserved(error: ReplicaError) -> ApiError {
+/// The 503 of a queue route no leader answered in time, logged at most once per
+/// [`LOG_EVERY`].
+pub(crate) fn unserved(error: ReplicaError) -> ApiError {
     if let Some(suppressed) = UNSERVED.admit() {
-        tracing::warn!(%error, suppressed, "a pop could not be served");
+        tracing::warn!(%error, suppressed, "a queue route could not be served");
     }
     error.into()
 }
@@ -192,7 +252,7 @@ fn might_be_drawn(id: &str) -> bool {
 }
 
 /// Parses `?wait=N` (seconds, 0..=30); other keys are ignored.
-fn wait_from(query: Option<&str>) -> Result<Duration, ApiError> {
+pub(crate) fn wait_from(query: Option<&str>) -> Result<Duration, ApiError> {
     let query = query.unwrap_or_default();
     let Some((_, value)) = form_urlencoded::parse(query.as_bytes()).find(|(key, _)| key == "wait")
     else {

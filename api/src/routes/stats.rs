@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use tickd_domain::stats::{SERIES_BUCKET_MS, SERIES_BUCKETS};
-use tickd_domain::{Clock, ClockFilter, RegistryImage, rfc3339_millis};
+use tickd_domain::{Channel, Clock, ClockFilter, RegistryImage, rfc3339_millis};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -74,9 +74,16 @@ pub struct ClockTicks {
     retried: u32,
     /// Failed attempts of settled ticks (an error status, no answer, no connection).
     failed: u32,
-    /// Webhook ticks given up: refused by their receiver with a 4xx, or not taken within
-    /// `webhook_retry_for_ms`.
+    /// Ticks given up: a webhook tick refused by its receiver with a 4xx, or not taken within
+    /// `webhook_retry_for_ms`; a leased tick handed out `max_deliveries` times without an ack.
     given_up: u32,
+    /// Leased ticks handed out again after a lease ran out without an ack (a tick's first
+    /// hand-out counts as `delivered`): a consumer that never acks shows here.
+    redelivered: u32,
+    /// Leased ticks acked.
+    acked: u32,
+    /// Ticks held by leases now (their lease may have run out since the last lease or pop).
+    leased: u64,
     /// The last delivered tick; null before the first.
     last_tick: Option<LastTick>,
     /// How late the last few delivered ticks were, in milliseconds, oldest first (at most 8;
@@ -97,6 +104,16 @@ struct LastTick {
     lateness_ms: u64,
     /// Whether it came from the `tick` action.
     manual: bool,
+}
+
+/// How many of an http clock's ticks leases hold now.
+fn leased_now(image: &RegistryImage, clock: &Clock) -> u64 {
+    match &clock.channel {
+        Channel::Http { queue_id } => {
+            u64::try_from(image.ledger().leased_in_queue(queue_id)).unwrap_or(u64::MAX)
+        }
+        _ => 0,
+    }
 }
 
 impl TickStats {
@@ -127,6 +144,9 @@ impl TickStats {
                     retried: stats.retried,
                     failed: stats.failed,
                     given_up: stats.given_up,
+                    redelivered: stats.redelivered,
+                    acked: stats.acked,
+                    leased: leased_now(image, clock),
                     last_tick: stats.last.map(|last| LastTick {
                         scheduled_at: rfc3339_millis(last.due_at_ms),
                         delivered_at: rfc3339_millis(last.delivered_at_ms()),

@@ -127,6 +127,33 @@ fn joining_nodes_are_not_founding_members() {
 }
 
 #[test]
+fn max_deliveries_defaults_to_10_and_is_bounded() {
+    let with = |line: &str| {
+        load(
+            &THREE_NODES.replace("secret =", &format!("{line}\nsecret =")),
+            1,
+        )
+    };
+    assert_eq!(
+        load(THREE_NODES, 1).expect("a valid file").max_deliveries,
+        DEFAULT_MAX_DELIVERIES
+    );
+    assert_eq!(
+        with("max_deliveries = 3")
+            .expect("a valid file")
+            .max_deliveries,
+        3
+    );
+    for bad in ["max_deliveries = 0", "max_deliveries = 1001"] {
+        let error = with(bad).expect_err("refused");
+        assert!(
+            error.to_string().contains("max_deliveries"),
+            "{bad}: {error}"
+        );
+    }
+}
+
+#[test]
 fn the_disk_reserve_is_read_in_mib_and_an_overflowing_one_is_refused() {
     let config = load(THREE_NODES, 1).expect("a valid file");
     assert_eq!(config.disk_reserve_bytes, DEFAULT_DISK_RESERVE_MB << 20);

@@ -228,7 +228,8 @@ function equalsOrNot(wanted, value) {
 // that arrives while a button is being clicked must not replace the button under the pointer.
 const rows = new Map(); // clock id → its <tr>
 const COLUMNS = ["name", "schedule", "status", "channel", "next", "last-tick", "lateness",
-  "late", "coalesced", "dropped", "retried", "failed", "given_up", "actions"];
+  "late", "coalesced", "dropped", "retried", "failed", "given_up", "leased", "redelivered",
+  "acked", "actions"];
 const column = (name) => COLUMNS.indexOf(name);
 
 function clockRow(clock) {
@@ -287,7 +288,8 @@ function renderClocks() {
 
 // A clock's tick statistics: its last delivered tick, how late its recent ticks were (the last
 // one, with a sparkline of up to 8), its late, coalesced and dropped counts, and how its
-// deliveries went: ticks retried, failed attempts and ticks given up (webhook clocks).
+// deliveries went: ticks retried, failed attempts and ticks given up (webhook clocks), ticks
+// held by leases, redelivered after a lease ran out, and acked (leased http queues).
 function renderTicks(row, ticks) {
   const last = ticks && ticks.last_tick;
   const lastCell = setCell(row, "last-tick",
@@ -300,10 +302,12 @@ function renderTicks(row, ticks) {
     lateness.append(sparkline(ticks.recent_lateness_ms));
     lateness.title = `${ticks.recent_lateness_ms.join(", ")} ms`;
   }
-  for (const count of ["late", "coalesced", "dropped", "retried", "failed", "given_up"]) {
+  for (const count of ["late", "coalesced", "dropped", "retried", "failed", "given_up",
+    "redelivered"]) {
     const value = ticks ? ticks[count] : 0;
     setCell(row, count, value, value > 0 ? `${count} warn` : count);
   }
+  for (const count of ["leased", "acked"]) setCell(row, count, ticks ? ticks[count] : 0);
   row.dataset.delivered = ticks ? ticks.delivered : 0;
 }
 
