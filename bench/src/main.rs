@@ -5,8 +5,8 @@
 //! registrations ([`register`], plain and with TLS, beside etcd), tick lateness
 //! ([`lateness`], beside the bare ticker), failover ([`failover`], plain and with TLS),
 //! footprint ([`footprint`]), scale ([`scale`], a large population at rest beside frequent
-//! clocks, and the same cluster empty) and webhook lateness ([`webhook`], beside the bare
-//! sender). The run prints a table per
+//! clocks, and the same cluster empty), webhook lateness ([`webhook`], beside the bare
+//! sender) and lease-and-ack round trips ([`leases`], beside pops). The run prints a table per
 //! scenario and the headline figures, writes them all to `target/bench/latest.json`, and
 //! exits non-zero when a floor of the issue does not hold.
 
@@ -17,6 +17,7 @@ mod etcd;
 mod failover;
 mod footprint;
 mod lateness;
+mod leases;
 mod load;
 mod node_metrics;
 mod population;
@@ -44,8 +45,8 @@ struct Args {
     /// The reduced profile (under 20 minutes on two cores).
     #[arg(long)]
     quick: bool,
-    /// Only these scenarios (register, lateness, failover, footprint, scale, webhook); all by
-    /// default.
+    /// Only these scenarios (register, lateness, failover, footprint, scale, webhook, lease);
+    /// all by default.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Where to write the results.
@@ -229,6 +230,29 @@ async fn run(args: &Args) -> Result<Report, String> {
             .await;
         let row = webhook::run(&http, &cluster, &bare_sender, clocks, window).await;
         report.webhook = report.record("webhook", row);
+    }
+    if wanted("lease") {
+        println!(
+            "== lease and ack beside pop ({} consumers; 1 000 queues, then one)",
+            leases::CONSUMERS
+        );
+        let cluster = loaded_cluster().start().await;
+        let row = leases::run(&http, &cluster).await;
+        if let Ok(row) = &row {
+            for phase in [&row.many, &row.one] {
+                println!(
+                    "  {} queue(s): lease+ack {:.0}/s (p50 {:.1} ms, p99 {:.1} ms); pops {:.0}/s, \
+                     {:.0} ticks/s",
+                    phase.queues,
+                    phase.lease_ack.per_s,
+                    phase.lease_ack.latency.p50_ms,
+                    phase.lease_ack.latency.p99_ms,
+                    phase.pops_per_s,
+                    phase.pop_ticks_per_s
+                );
+            }
+        }
+        report.lease = report.record("lease", row);
     }
 
     report.finished_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

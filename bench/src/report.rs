@@ -5,6 +5,7 @@ use serde::Serialize;
 use crate::failover::FailoverResult;
 use crate::footprint::FootprintResult;
 use crate::lateness::{Delivered, LatenessRow};
+use crate::leases::LeaseRow;
 use crate::register::{self, RegisterRow, Target};
 use crate::scale::ScaleResult;
 use crate::stats::ratio;
@@ -80,6 +81,16 @@ pub struct Headline {
     /// bare sender. The burst of each second is CPU-bound on two shared cores, so this is
     /// what bounds the p99 ratio; unlike a tail, it says which process spends it.
     pub webhook_vs_baseline_cpu: Option<f64>,
+    /// Lease-and-ack round trips per second, one tick each, over 1 000 queues.
+    pub lease_ack_per_s: Option<f64>,
+    /// Pops per second, one tick each, over the same queues on the same cluster.
+    pub lease_pop_per_s: Option<f64>,
+    /// `lease_ack_per_s / lease_pop_per_s`: what the ack's second write costs.
+    pub lease_vs_pop: Option<f64>,
+    /// Lease-and-ack round trips per second, one tick each, on one queue of 1 000 ticks.
+    pub lease_ack_one_queue_per_s: Option<f64>,
+    /// Ticks per second the pops took on that queue (each pop takes up to 100).
+    pub pop_ticks_one_queue_per_s: Option<f64>,
 }
 
 /// The webhook scenario's result: tickd's webhook deliveries beside the bare sender's.
@@ -143,6 +154,8 @@ pub struct Report {
     pub scale: Option<ScaleResult>,
     /// The webhook scenario.
     pub webhook: Option<WebhookRow>,
+    /// The lease scenario.
+    pub lease: Option<LeaseRow>,
     /// Floors that did not hold.
     pub floors_missed: Vec<String>,
     /// Scenarios that could not finish, and why.
@@ -231,6 +244,13 @@ impl Report {
             headline.webhook_cpu_us_per_tick = Some(webhook.tickd_cpu.sender_us);
             headline.webhook_baseline_cpu_us_per_tick = Some(webhook.baseline_cpu.sender_us);
             headline.webhook_vs_baseline_cpu = Some(webhook.cpu_ratio());
+        }
+        if let Some(lease) = &self.lease {
+            headline.lease_ack_per_s = Some(lease.many.lease_ack.per_s);
+            headline.lease_pop_per_s = Some(lease.many.pops_per_s);
+            headline.lease_vs_pop = Some(lease.ratio_many());
+            headline.lease_ack_one_queue_per_s = Some(lease.one.lease_ack.per_s);
+            headline.pop_ticks_one_queue_per_s = Some(lease.one.pop_ticks_per_s);
         }
         self.floors_missed = floors_missed(&headline);
         self.headline = headline;
@@ -351,7 +371,7 @@ impl Floor {
 
 impl Headline {
     /// Every headline figure by name, in the order of the table.
-    fn figures(&self) -> [(&'static str, Option<f64>); 28] {
+    fn figures(&self) -> [(&'static str, Option<f64>); 33] {
         [
             ("register_per_s", self.register_per_s),
             ("register_p99_ms", self.register_p99_ms),
@@ -402,6 +422,11 @@ impl Headline {
                 self.webhook_baseline_cpu_us_per_tick,
             ),
             ("webhook_vs_baseline_cpu", self.webhook_vs_baseline_cpu),
+            ("lease_ack_per_s", self.lease_ack_per_s),
+            ("lease_pop_per_s", self.lease_pop_per_s),
+            ("lease_vs_pop", self.lease_vs_pop),
+            ("lease_ack_one_queue_per_s", self.lease_ack_one_queue_per_s),
+            ("pop_ticks_one_queue_per_s", self.pop_ticks_one_queue_per_s),
         ]
     }
 }
@@ -486,6 +511,43 @@ mod tests {
             row.p99_ratio = 1.2;
         }
         report.conclude();
+        assert!(
+            report.floors_missed.is_empty(),
+            "{:?}",
+            report.floors_missed
+        );
+    }
+
+    #[test]
+    fn the_lease_figures_are_those_of_their_phases() {
+        let phase = |queues: usize, lease_per_s: f64, pops_per_s: f64, ticks_per_s: f64| {
+            crate::leases::LeasePhase {
+                queues,
+                lease_ack: crate::load::LoadResult {
+                    clients: 32,
+                    succeeded: 1_000,
+                    failed: 0,
+                    per_s: lease_per_s,
+                    latency: crate::stats::Percentiles::default(),
+                },
+                pops_per_s,
+                pop_ticks_per_s: ticks_per_s,
+            }
+        };
+        let mut report = Report {
+            lease: Some(LeaseRow {
+                many: phase(1_000, 600.0, 1_200.0, 1_200.0),
+                one: phase(1, 300.0, 20.0, 2_000.0),
+            }),
+            ..Report::default()
+        };
+        report.conclude();
+        let headline = &report.headline;
+        assert_eq!(headline.lease_ack_per_s, Some(600.0));
+        assert_eq!(headline.lease_pop_per_s, Some(1_200.0));
+        assert_eq!(headline.lease_vs_pop, Some(0.5));
+        assert_eq!(headline.lease_ack_one_queue_per_s, Some(300.0));
+        assert_eq!(headline.pop_ticks_one_queue_per_s, Some(2_000.0));
         assert!(
             report.floors_missed.is_empty(),
             "{:?}",
