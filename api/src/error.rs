@@ -133,18 +133,15 @@ impl BodyShape {
                     self.limit_bytes / 1024
                 ),
             ),
-            _ => ApiError::bad_request(format!(
-                "the body is not a valid {} ({}); send {}",
-                self.what,
-                rejection.body_text(),
-                self.example
-            )),
+            _ => self.malformed(&rejection.body_text()),
         }
     }
 
     /// Reads an optional JSON body: `None` when the request has none, else the body as the
     /// JSON extractor reads it, with its rejections mapped by [`reject`](Self::reject) (a body
-    /// without `Content-Type: application/json` is a 415, never silently ignored).
+    /// without `Content-Type: application/json` is a 415, never silently ignored). The body
+    /// must be a JSON object, or `null` for none: serde would also read a struct from an array
+    /// of its fields in order (`[null, null]`), which no schema of an object allows.
     pub async fn optional<T: DeserializeOwned>(
         &self,
         request: Request,
@@ -165,10 +162,24 @@ impl BodyShape {
             return Ok(None);
         }
         let request = Request::from_parts(parts, Body::from(bytes));
-        match Json::<T>::from_request(request, &()).await {
-            Ok(Json(value)) => Ok(Some(value)),
-            Err(rejection) => Err(self.reject(rejection)),
-        }
+        let value = match Json::<serde_json::Value>::from_request(request, &()).await {
+            // `null` says as little as no body, and the document allows it.
+            Ok(Json(serde_json::Value::Null)) => return Ok(None),
+            Ok(Json(value)) if value.is_object() => value,
+            Ok(_) => return Err(self.malformed("it is not a JSON object")),
+            Err(rejection) => return Err(self.reject(rejection)),
+        };
+        serde_json::from_value(value)
+            .map(Some)
+            .map_err(|error| self.malformed(&error.to_string()))
+    }
+
+    /// The 400 of a body that is JSON but not this one.
+    fn malformed(&self, why: &str) -> ApiError {
+        ApiError::bad_request(format!(
+            "the body is not a valid {} ({why}); send {}",
+            self.what, self.example
+        ))
     }
 }
 

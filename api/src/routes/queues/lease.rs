@@ -91,7 +91,7 @@ impl LeaseBody {
         ("wait" = Option<u64>, Query, minimum = 0, maximum = 30,
             description = "Seconds to hold the request until a tick is available"),
     ),
-    request_body(content = LeaseBody, content_type = "application/json",
+    request_body(content = Option<LeaseBody>, content_type = "application/json",
         description = "Optional; both fields optional"),
     responses(
         (status = 200, description = "The leased ticks, oldest first; `[]` when none",
