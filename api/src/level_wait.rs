@@ -8,9 +8,11 @@
 
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use tickd_domain::Level;
 
 use crate::AppState;
+use crate::error::ApiError;
 
 /// How long a write waits for the level it needs: a new cluster's level rises within about
 /// two seconds.
@@ -27,4 +29,20 @@ pub async fn reached(app: &AppState, enough: impl Fn(Level) -> bool) -> bool {
     })
     .await
     .is_ok()
+}
+
+/// [`reached`], or the 503 whose message `refusal` writes for the cluster's level.
+pub async fn require(
+    app: &AppState,
+    enough: impl Fn(Level) -> bool,
+    refusal: fn(Level) -> String,
+) -> Result<(), ApiError> {
+    if reached(app, enough).await {
+        return Ok(());
+    }
+    let level = app.replica.state().read().cluster_level;
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        refusal(level),
+    ))
 }

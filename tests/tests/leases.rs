@@ -73,6 +73,32 @@ async fn ack(cluster: &TestCluster, node: NodeId, queue: &str, receipts: &[&str]
     answer
 }
 
+/// A 3-node cluster with an `@never` http clock holding one manual tick: the cluster, the
+/// clock's id and its queue's base URL.
+async fn one_manual_tick() -> (TestCluster, String, String) {
+    let cluster = TestCluster::builder().nodes(3).start().await;
+    let (id, queue) = http_clock(&cluster, "@never").await;
+    let (status, _, body) = action(&cluster, 1, &id, "tick").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (cluster, id, queue)
+}
+
+/// The manual tick of [`one_manual_tick`], leased on `node` for a second once it is filed.
+async fn lease_the_tick(cluster: &TestCluster, node: NodeId, queue: &str) -> Value {
+    eventually(
+        "the manual tick to be leased",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            match lease(cluster, node, queue, 1_000).await.as_slice() {
+                [tick] => Ok(tick.clone()),
+                other => Err(format!("leased {other:?}")),
+            }
+        },
+    )
+    .await
+}
+
 fn text<'a>(tick: &'a Value, field: &str) -> &'a str {
     tick[field]
         .as_str()
@@ -81,24 +107,9 @@ fn text<'a>(tick: &'a Value, field: &str) -> &'a str {
 
 #[tokio::test]
 async fn a_tick_leased_and_never_acked_comes_back_and_an_acked_one_never_does() {
-    let cluster = TestCluster::builder().nodes(3).start().await;
-    let (id, queue) = http_clock(&cluster, "@never").await;
-    let (status, _, body) = action(&cluster, 1, &id, "tick").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let (cluster, id, queue) = one_manual_tick().await;
 
-    let first = eventually(
-        "the manual tick to be leased",
-        Duration::from_secs(10),
-        Duration::from_millis(100),
-        || async {
-            let ticks = lease(&cluster, 2, &queue, 1_000).await;
-            match ticks.as_slice() {
-                [tick] => Ok(tick.clone()),
-                other => Err(format!("leased {other:?}")),
-            }
-        },
-    )
-    .await;
+    let first = lease_the_tick(&cluster, 2, &queue).await;
     assert_eq!(first["deliveries"], 1, "{first}");
     assert_eq!(first["manual"], true, "{first}");
     let tick_id = text(&first, "tick_id").to_owned();
@@ -174,10 +185,7 @@ async fn a_tick_leased_and_never_acked_comes_back_and_an_acked_one_never_does() 
 
 #[tokio::test]
 async fn bad_leases_and_acks_are_refused_and_change_nothing() {
-    let cluster = TestCluster::builder().nodes(3).start().await;
-    let (id, queue) = http_clock(&cluster, "@never").await;
-    let (status, _, _) = action(&cluster, 1, &id, "tick").await;
-    assert_eq!(status, StatusCode::OK);
+    let (cluster, _, queue) = one_manual_tick().await;
     for (route, body) in [
         ("lease", json!({"max": 0})),
         ("lease", json!({"max": 101})),
@@ -437,22 +445,8 @@ async fn the_leader_killed_with_leases_open_loses_no_tick_and_acks_none_twice() 
 
 #[tokio::test]
 async fn a_lease_that_runs_out_while_the_cluster_is_down_is_honoured_when_it_is_back() {
-    let cluster = TestCluster::builder().nodes(3).start().await;
-    let (id, queue) = http_clock(&cluster, "@never").await;
-    let (status, _, _) = action(&cluster, 1, &id, "tick").await;
-    assert_eq!(status, StatusCode::OK);
-    let first = eventually(
-        "the manual tick to be leased",
-        Duration::from_secs(10),
-        Duration::from_millis(100),
-        || async {
-            match lease(&cluster, 1, &queue, 1_000).await.as_slice() {
-                [tick] => Ok(tick.clone()),
-                other => Err(format!("leased {other:?}")),
-            }
-        },
-    )
-    .await;
+    let (cluster, _, queue) = one_manual_tick().await;
+    let first = lease_the_tick(&cluster, 1, &queue).await;
     cluster.kill_all();
     tokio::time::sleep(Duration::from_secs(6)).await;
     cluster.restart_all();

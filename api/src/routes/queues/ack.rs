@@ -116,13 +116,7 @@ pub async fn ack(
     let Json(body) = body.map_err(|rejection| ACK.reject(rejection))?;
     let receipts = body.receipts()?;
     let queue = known_queue(&app, queue).await?;
-    if !level_wait::reached(&app, Level::has_leases).await {
-        let level = app.replica.state().read().cluster_level;
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            leases_need_level(level),
-        ));
-    }
+    level_wait::require(&app, Level::has_leases, leases_need_level).await?;
     let (presented, impossible): (Vec<Receipt>, Vec<Receipt>) =
         receipts.iter().cloned().partition(may_be_issued);
     let now_ms = app.replica.clock().earliest_now_ms();

@@ -118,13 +118,7 @@ pub async fn lease(
     let body: LeaseBody = LEASE.optional(request).await?.unwrap_or_default();
     let terms = body.terms()?;
     let queue = known_queue(&app, queue).await?;
-    if !level_wait::reached(&app, Level::has_leases).await {
-        let level = app.replica.state().read().cluster_level;
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            leases_need_level(level),
-        ));
-    }
+    level_wait::require(&app, Level::has_leases, leases_need_level).await?;
     let visibility_ms = u64::try_from(terms.visibility.as_millis()).unwrap_or(MAX_VISIBILITY_MS);
     let max_deliveries = app.config.max_deliveries;
     let leased = poll(&app, &queue, wait, |now_ms| {
