@@ -66,6 +66,7 @@ impl LeaseRow {
 }
 
 /// An `@never` http clock: its id and its queue's base URL (`…/api/v1/queues/{id}`).
+#[derive(Clone)]
 struct Queue {
     clock: String,
     url: String,
@@ -87,15 +88,8 @@ pub async fn run(http: &reqwest::Client, cluster: &TestCluster) -> Result<LeaseR
     }
     let queues = Arc::new(queues);
     let many = phase(http, &apis, &token, queues.clone()).await?;
-    let one = phase(http, &apis, &token, Arc::new(vec![queue_of(&queues[0])])).await?;
+    let one = phase(http, &apis, &token, Arc::new(vec![queues[0].clone()])).await?;
     Ok(LeaseRow { many, one })
-}
-
-fn queue_of(queue: &Queue) -> Queue {
-    Queue {
-        clock: queue.clock.clone(),
-        url: queue.url.clone(),
-    }
 }
 
 /// Fills the queues with [`TICKS`] ticks, takes them by lease and ack, fills them again and
