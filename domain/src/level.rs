@@ -222,6 +222,7 @@ mod tests {
                 through_ms: 0,
                 catch_up_ms: 0,
                 queue_limit: 1,
+                in_flight_from_ms: None,
             }),
             Command::Confirm {
                 ticks: vec![],

@@ -215,6 +215,7 @@ mod tests {
             through_ms: 11_000,
             catch_up_ms: 60_000,
             queue_limit: 100,
+            in_flight_from_ms: None,
         }));
         registry
     }

@@ -62,6 +62,12 @@ pub const MAX_LOOKAHEAD_MS: u64 = 60_000;
 /// ticks one by one per clock (3 600 for a one-second clock) and coalesces the rest.
 pub const MAX_CATCH_UP_MS: u64 = 60 * 60 * 1_000;
 
+/// How much older than the catch-up window an outbox tick in flight may grow before it is
+/// coalesced anyway ([`Intent::in_flight_from_ms`]): far beyond the broker's confirmation
+/// timeout and a confirmation's commit, so that only a leader whose confirmations stopped
+/// committing reaches it.
+pub const MAX_IN_FLIGHT_SPARED_MS: u64 = 60_000;
+
 /// The queue limit in force before the first intent tells the ledger the configured one
 /// (`http_queue_limit`, whose default is the same 1 000).
 pub const DEFAULT_QUEUE_LIMIT: u64 = 1_000;
@@ -228,6 +234,15 @@ pub struct Intent {
     /// The most ticks an http queue keeps; older ones are dropped. The ledger remembers it
     /// for the manual ticks filed until the next intent.
     pub queue_limit: u64,
+    /// The instant of the oldest outbox tick the leader may have handed to its consumers
+    /// and not yet seen removed (published and unconfirmed, or inherited from a previous
+    /// leader): no outbox tick from it on is coalesced, since a consumer may hold it and a
+    /// tick it holds must not be counted as skipped. Honoured from cluster level 3
+    /// ([`crate::Level::counts_skipped`]) and never further back than
+    /// [`MAX_IN_FLIGHT_SPARED_MS`] before the catch-up window, so that a confirmation that never
+    /// commits cannot stop the outbox's bound. Absent when nothing is in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_from_ms: Option<u64>,
 }
 
 impl Intent {
@@ -242,6 +257,20 @@ impl Intent {
             now_ms: self.now_ms,
             catch_up_ms: self.catch_up_ms.min(MAX_CATCH_UP_MS),
             queue_limit: self.queue_limit.max(1),
+            in_flight_from_ms: self.in_flight_from_ms,
+        }
+    }
+
+    /// Outbox ticks due before this instant are coalesced into their clock's newest: those
+    /// older than the catch-up window, except, from `level` 3 on, the ones in flight and
+    /// those after them (for at most [`MAX_IN_FLIGHT_SPARED_MS`] more).
+    pub fn coalesce_before_ms(&self, level: Level) -> u64 {
+        let cutoff = self.now_ms.saturating_sub(self.catch_up_ms);
+        match self.in_flight_from_ms {
+            Some(in_flight) if level.counts_skipped() => in_flight
+                .min(cutoff)
+                .max(cutoff.saturating_sub(MAX_IN_FLIGHT_SPARED_MS)),
+            _ => cutoff,
         }
     }
 }
@@ -843,6 +872,7 @@ mod tests {
             now_ms,
             catch_up_ms: 60_000,
             queue_limit: 3,
+            in_flight_from_ms: None,
         }
     }
 
@@ -1085,6 +1115,7 @@ mod tests {
             now_ms: 1_000,
             catch_up_ms: u64::MAX,
             queue_limit: 0,
+            in_flight_from_ms: None,
         };
         assert_eq!(
             wild.bounded(),
@@ -1093,6 +1124,7 @@ mod tests {
                 now_ms: 1_000,
                 catch_up_ms: MAX_CATCH_UP_MS,
                 queue_limit: 1,
+                in_flight_from_ms: None,
             }
         );
         let sane = intent(12_500, 12_000);

@@ -120,6 +120,7 @@ fn intent() -> impl Strategy<Value = Intent> {
             now_ms,
             catch_up_ms,
             queue_limit,
+            in_flight_from_ms: None,
         })
 }
 
@@ -435,6 +436,7 @@ proptest! {
             now_ms: 0,
             catch_up_ms: 0,
             queue_limit: first_limit,
+            in_flight_from_ms: None,
         }));
         let mut latest = 0;
         for command in commands {
@@ -464,6 +466,7 @@ proptest! {
             now_ms: 0,
             catch_up_ms: 0,
             queue_limit: limit,
+            in_flight_from_ms: None,
         }));
         let before = registry.clone();
         let checked = snapshot.validate_for_restore(now_ms);

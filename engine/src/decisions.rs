@@ -248,14 +248,27 @@ impl Decisions {
         self.lease.lost();
     }
 
-    /// The intent to propose at `now`: every instant up to [`LOOKAHEAD`] ahead.
+    /// The intent to propose at `now`: every instant up to [`LOOKAHEAD`] ahead, sparing from
+    /// the outbox's coalescing the ticks a consumer may already hold.
     pub fn intent(&self, now: Now) -> Intent {
         Intent {
             through_ms: now.after(LOOKAHEAD).wall_ms,
             now_ms: now.wall_ms,
             catch_up_ms: duration_ms(self.config.catch_up),
             queue_limit: self.config.http_queue_limit,
+            in_flight_from_ms: self.in_flight_from_ms(),
         }
+    }
+
+    /// The instant of the oldest tick that may be in its consumers' hands and is still in the
+    /// outbox: one this leader handed over and has not seen removed, or one it inherited
+    /// already due, which the previous leader may have published. Coalesced into a later
+    /// tick, such a tick would be counted as skipped by a consumer that received it. A scan
+    /// of the ticks in flight (at most [`MAX_IN_FLIGHT`]) per intent.
+    fn in_flight_from_ms(&self) -> Option<u64> {
+        let handed_over = self.in_flight.iter().map(|(due_at, _)| *due_at).min();
+        let inherited = self.inherited.first().map(|(due_at, _)| *due_at);
+        handed_over.into_iter().chain(inherited).min()
     }
 
     /// When to look for due ticks next: the earliest ready tick's instant (now, if it is due)
@@ -498,6 +511,7 @@ mod tests {
             now_ms: now.wall_ms,
             catch_up_ms: 10_000,
             queue_limit: 100,
+            in_flight_from_ms: None,
         };
         registry.apply(Command::Intend(intent));
     }
@@ -680,8 +694,39 @@ mod tests {
                 now_ms: now.wall_ms,
                 catch_up_ms: 10_000,
                 queue_limit: 100,
+                in_flight_from_ms: None,
             }
         );
+    }
+
+    #[test]
+    fn the_intent_spares_the_ticks_a_consumer_may_hold_until_they_leave_the_outbox() {
+        let now = start();
+        let mut registry = one_ticking_clock(now);
+        // Taking over 2.5 s later, the leader inherits the ticks of 1 and 2 s, which the
+        // previous leader may have published.
+        let takeover = now.after(Duration::from_millis(2_500));
+        let mut decisions = leading(&registry, takeover);
+        let first = now.wall_ms + 1_000;
+        assert_eq!(decisions.intent(takeover).in_flight_from_ms, Some(first));
+        // Published again, they are in flight until their confirmation is committed.
+        let outgoing = decisions.due(takeover, &registry);
+        assert_eq!(outgoing.len(), 2);
+        decisions.accepted(&outgoing);
+        assert_eq!(decisions.intent(takeover).in_flight_from_ms, Some(first));
+        for tick in &outgoing {
+            let delivered = settled(tick, takeover, PublishOutcome::Delivered { after: MS });
+            assert!(!decisions.settle(tick.key.clone(), delivered, takeover.instant));
+        }
+        let confirmed = decisions.confirms(&registry).unwrap_or_default();
+        assert_eq!(
+            decisions.intent(takeover).in_flight_from_ms,
+            Some(first),
+            "settled but not yet confirmed in the log, they are still in the outbox"
+        );
+        commit_confirms(&mut registry, confirmed);
+        assert_eq!(decisions.confirms(&registry), None);
+        assert_eq!(decisions.intent(takeover).in_flight_from_ms, None);
     }
 
     #[test]
@@ -698,6 +743,7 @@ mod tests {
             now_ms: later.wall_ms,
             catch_up_ms: 3_600_000,
             queue_limit: 100,
+            in_flight_from_ms: None,
         }));
         assert!(registry.ledger().outbox().len() > MAX_IN_FLIGHT);
         let mut decisions = leading(&registry, later);

@@ -657,7 +657,7 @@ impl Registry {
         self.ledger.count_missed(&filed);
         let coalesced = self
             .ledger
-            .coalesce_outbox(level, intent.now_ms.saturating_sub(intent.catch_up_ms));
+            .coalesce_outbox(level, intent.coalesce_before_ms(level));
         let count = u64::try_from(coalesced.len()).unwrap_or(u64::MAX);
         filed.coalesced = filed.coalesced.saturating_add(count);
         if keeps_stats {

@@ -70,6 +70,7 @@ fn step() -> impl Strategy<Value = Step> {
                 now_ms,
                 catch_up_ms,
                 queue_limit,
+                in_flight_from_ms: None,
             }))
         });
     prop_oneof![

@@ -197,6 +197,7 @@ fn leased_ticks_count_against_the_queue_limit_and_are_never_dropped() {
             now_ms: through_ms,
             catch_up_ms: 60_000,
             queue_limit: 3,
+            in_flight_from_ms: None,
         })
     };
     registry.apply(keeping_three(3_000));
@@ -229,6 +230,7 @@ fn a_queue_holds_at_most_max_open_leases() {
         now_ms: limit * 1_000,
         catch_up_ms: 3_600_000,
         queue_limit: limit,
+        in_flight_from_ms: None,
     }));
     let now = limit * 1_000;
     for n in 0..MAX_OPEN_LEASES {

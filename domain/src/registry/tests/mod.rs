@@ -73,6 +73,7 @@ fn intent(through_ms: u64, now_ms: u64) -> Command {
         now_ms,
         catch_up_ms: 60_000,
         queue_limit: 100,
+        in_flight_from_ms: None,
     })
 }
 
@@ -142,6 +143,7 @@ fn intent_keeping_three(through_ms: u64, now_ms: u64) -> Command {
         now_ms,
         catch_up_ms: 60_000,
         queue_limit: 3,
+        in_flight_from_ms: None,
     })
 }
 

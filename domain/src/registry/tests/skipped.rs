@@ -40,6 +40,7 @@ fn an_outage_past_the_catch_up_window_yields_one_tick_counting_the_coalesced() {
                 now_ms: 60_000,
                 catch_up_ms: 10_000,
                 queue_limit: NO_LIMIT,
+                in_flight_from_ms: None,
             }),
         );
         let ticks = queued(&registry, &clock);
@@ -93,18 +94,74 @@ fn outbox_ticks_coalesced_while_the_broker_is_away_are_counted_by_the_newest() {
     // Nothing confirmed, no intent for 50 s, then one with a catch-up window of 25 s: it files
     // 50 s counting the missed 40 s, and coalesces the outbox's ticks older than 55 s (10, 20
     // and 30 s) into their newest, 50 s, which counts them too.
-    registry.apply(Command::Intend(Intent {
-        through_ms: 80_500,
-        now_ms: 80_000,
-        catch_up_ms: 25_000,
-        queue_limit: NO_LIMIT,
-    }));
-    let outbox: Vec<(u64, u32)> = registry
+    registry.apply(late_intent(80_000, None));
+    assert_eq!(
+        outbox(&registry),
+        [(50_000, 4), (60_000, 0), (70_000, 0), (80_000, 0)]
+    );
+    assert_eq!(stats_of(&registry, "ra").coalesced, 4);
+}
+
+/// The outbox as (instant, skipped).
+fn outbox(registry: &Registry) -> Vec<(u64, u32)> {
+    registry
         .ledger()
         .outbox()
         .values()
         .map(|tick| (tick.due_at_ms, tick.skipped))
+        .collect()
+}
+
+/// An intent at `now_ms` after a long silence, with a catch-up window of 25 s and the
+/// leader's ticks in flight from `in_flight_from_ms`.
+fn late_intent(now_ms: u64, in_flight_from_ms: Option<u64>) -> Command {
+    Command::Intend(Intent {
+        through_ms: now_ms + 500,
+        now_ms,
+        catch_up_ms: 25_000,
+        queue_limit: NO_LIMIT,
+        in_flight_from_ms,
+    })
+}
+
+#[test]
+fn outbox_ticks_a_consumer_may_hold_are_not_coalesced() {
+    for (level, expected, coalesced) in [
+        // 10 s stays alone; 20 and 30 s are in flight, and a consumer that got them must not
+        // find them counted in 50 s: only the missed 40 s is.
+        (
+            Level::V0_3,
+            vec![(10_000, 0), (20_000, 0), (30_000, 0), (50_000, 1)],
+            1,
+        ),
+        // Before level 3 every replica coalesces as older releases do.
+        (Level::V0_2, vec![(50_000, 0)], 4),
+    ] {
+        let mut registry = Registry::new();
+        registry.apply_at(level, rabbit("r", "every.10.seconds", "ra", 0));
+        registry.apply_at(level, intent(30_500, 30_000));
+        registry.apply_at(level, late_intent(80_000, Some(20_000)));
+        let old: Vec<(u64, u32)> = outbox(&registry)
+            .into_iter()
+            .filter(|(due_at, _)| *due_at <= 50_000)
+            .collect();
+        assert_eq!(old, expected, "{level:?}");
+        assert_eq!(stats_of(&registry, "ra").coalesced, coalesced, "{level:?}");
+    }
+}
+
+#[test]
+fn a_tick_in_flight_for_a_minute_past_the_catch_up_window_is_coalesced_anyway() {
+    let mut registry = Registry::new();
+    registry.apply(rabbit("r", "every.10.seconds", "ra", 0));
+    registry.apply(intent(30_500, 30_000));
+    // In flight since 10 s, and the window reaches back to 155 s: nothing older than 95 s is
+    // spared, so 10 and 20 s go into 30 s, the newest of them, beside 150 s (which counts the
+    // missed 40 to 140 s).
+    registry.apply(late_intent(180_000, Some(10_000)));
+    let old: Vec<(u64, u32)> = outbox(&registry)
+        .into_iter()
+        .filter(|(due_at, _)| *due_at < 155_000)
         .collect();
-    assert_eq!(outbox, [(50_000, 4), (60_000, 0), (70_000, 0), (80_000, 0)]);
-    assert_eq!(stats_of(&registry, "ra").coalesced, 4);
+    assert_eq!(old, [(30_000, 2), (150_000, 11)]);
 }

@@ -493,6 +493,7 @@ fn a_registration_far_behind_a_wild_watermark_files_one_window_at_most() {
         now_ms: u64::MAX - 1,
         catch_up_ms: u64::MAX,
         queue_limit: u64::MAX,
+        in_flight_from_ms: None,
     }));
     assert_eq!(registry.ledger().intended_through_ms, u64::MAX);
     registry.apply(rabbit("late", "every.1.seconds", "rl", 0));
