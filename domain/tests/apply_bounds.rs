@@ -114,14 +114,17 @@ fn intent() -> impl Strategy<Value = Intent> {
         instant(),
         prop_oneof![0..120_000u64, any::<u64>()],
         1..=MAX_GENERATED_QUEUE_LIMIT,
+        proptest::option::of(instant()),
     )
-        .prop_map(|(through_ms, now_ms, catch_up_ms, queue_limit)| Intent {
-            through_ms,
-            now_ms,
-            catch_up_ms,
-            queue_limit,
-            in_flight_from_ms: None,
-        })
+        .prop_map(
+            |(through_ms, now_ms, catch_up_ms, queue_limit, in_flight_from_ms)| Intent {
+                through_ms,
+                now_ms,
+                catch_up_ms,
+                queue_limit,
+                in_flight_from_ms,
+            },
+        )
 }
 
 /// Any command but a restore or a batch.
