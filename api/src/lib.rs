@@ -51,6 +51,7 @@ pub mod strangers;
 pub mod telemetry;
 mod unanswered_pops;
 mod view;
+mod whole_number;
 
 use std::sync::Arc;
 

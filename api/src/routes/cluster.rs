@@ -200,7 +200,7 @@ pub(crate) async fn status(app: &AppState) -> ClusterStatus {
 #[serde(deny_unknown_fields)]
 pub struct NewNode {
     /// A node id no member has, now or before.
-    #[serde(deserialize_with = "whole_number")]
+    #[serde(deserialize_with = "crate::whole_number::required")]
     id: NodeId,
     /// `ip:port` of the new node's API. The pattern describes IPv4 addresses; a bracketed
     /// IPv6 address is taken too.
@@ -213,30 +213,6 @@ pub struct NewNode {
         pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9]):(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)$"
     )]
     raft: String,
-}
-
-/// A node id as JSON writes whole numbers: `4`, or `4.0`, which JSON Schema counts as the same
-/// integer (and which some JSON encoders produce). A fraction, a negative number or one beyond
-/// `u64` is refused.
-fn whole_number<'de, D>(deserializer: D) -> Result<NodeId, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    let number = serde_json::Number::deserialize(deserializer)?;
-    if let Some(whole) = number.as_u64() {
-        return Ok(whole);
-    }
-    // 2^64 is the first f64 beyond u64; below it, an f64 with no fraction is a u64 exactly.
-    const BEYOND_U64: f64 = 18_446_744_073_709_551_616.0;
-    match number.as_f64() {
-        Some(float) if float.fract() == 0.0 && (0.0..BEYOND_U64).contains(&float) => {
-            Ok(float as NodeId)
-        }
-        _ => Err(serde::de::Error::custom(format!(
-            "a node id is a whole number from 0 to {}, not {number}",
-            NodeId::MAX
-        ))),
-    }
 }
 
 /// What a body of `POST /api/v1/cluster/nodes` looks like.

@@ -30,10 +30,12 @@ use crate::{ids, level_wait, telemetry};
 pub struct LeaseBody {
     /// The most ticks to hand out, 1 to 100; 10 when absent.
     #[schema(minimum = 1, maximum = 100)]
+    #[serde(default, deserialize_with = "crate::whole_number::optional")]
     max: Option<u32>,
     /// How long the ticks stay hidden from other pollers, in milliseconds, 1 000 to
     /// 3 600 000; 30 000 when absent.
     #[schema(minimum = 1000, maximum = 3600000)]
+    #[serde(default, deserialize_with = "crate::whole_number::optional")]
     visibility_ms: Option<u64>,
 }
 
