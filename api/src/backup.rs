@@ -147,6 +147,7 @@ mod tests {
             channel: Channel::Rabbit,
             max_clocks: 1,
             now_ms: 0,
+            overlap: tickd_domain::Overlap::Allow,
         });
         let mut json = serde_json::to_value(Backup::new(registry.into(), None))?;
         let queue = "/registry/clocks/0/channel/queue";

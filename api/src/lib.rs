@@ -43,6 +43,7 @@ mod list_body;
 pub mod log_limit;
 mod long_pass;
 pub mod openapi;
+mod overlap_choice;
 pub mod polls;
 pub mod routes;
 mod slots;

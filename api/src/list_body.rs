@@ -202,6 +202,7 @@ mod tests {
                 },
                 max_clocks: u64::MAX,
                 now_ms: 0,
+                overlap: tickd_domain::Overlap::Allow,
             });
         }
         registry

@@ -248,6 +248,7 @@ mod tests {
             schedule: Schedule::parse("every.5.seconds").expect("valid"),
             status,
             channel,
+            overlap: tickd_domain::Overlap::Allow,
         }
     }
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compact_id::{CompactId, IdText};
 use crate::excerpt::Excerpt;
+use crate::overlap::Overlap;
 use crate::schedule::Schedule;
 use crate::webhook::Webhook;
 
@@ -269,6 +270,9 @@ pub struct Clock {
     pub status: ClockStatus,
     /// Where the ticks go.
     pub channel: Channel,
+    /// What happens to an instant that falls due while the previous tick is unacknowledged
+    /// (SPEC §5a); only http and webhook clocks have any but [`Overlap::Allow`].
+    pub overlap: Overlap,
 }
 
 impl Clock {
@@ -417,6 +421,7 @@ mod tests {
                 schedule: Schedule::parse("every.5.seconds")?,
                 status: ClockStatus::Active,
                 channel,
+                overlap: Overlap::Allow,
             })
         };
         assert_eq!(

@@ -149,6 +149,7 @@ mod tests {
             channel: Channel::Http {
                 queue_id: QueueId::new(format!("q-{id}")),
             },
+            overlap: crate::Overlap::Allow,
         }
     }
 

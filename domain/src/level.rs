@@ -83,6 +83,11 @@ impl Level {
         self >= Level::V0_3
     }
 
+    /// Whether a clock may have overlap control (`crate::overlap`): every replica applies it.
+    pub fn has_overlap(self) -> bool {
+        self >= Level::V0_3
+    }
+
     /// The most ticks one pop removes from a queue at this level. v0.1.0 removed every due
     /// tick, and a replica of this release in a mixed cluster must remove what the v0.1.0
     /// replicas remove, or the queues would part: ticks delivered twice after a failover to one
@@ -207,6 +212,7 @@ mod tests {
                 },
                 max_clocks: 1,
                 now_ms: 0,
+                overlap: crate::Overlap::Allow,
             },
             Command::Pause {
                 id: id.clone(),
@@ -305,6 +311,7 @@ mod tests {
             },
             max_clocks: 10,
             now_ms: 0,
+            overlap: crate::Overlap::Allow,
         };
         let calendar = register("TZ=Europe/Berlin 0 30 9 * * MON-FRI");
         assert_eq!(calendar.introduced_in(), Level::V0_3);
@@ -342,6 +349,7 @@ mod tests {
             channel: webhook,
             max_clocks: 10,
             now_ms: 0,
+            overlap: crate::Overlap::Allow,
         };
         assert_eq!(register.introduced_in(), Level::V0_3);
         let mut at_three = Registry::new();

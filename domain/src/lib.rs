@@ -22,7 +22,8 @@
 //! - [`ClockFilter`] is the list query of `GET /api/v1/clocks`; [`Selection`] the clocks it
 //!   selects, taken from the registry to be walked off the state's lock.
 //! - [`leases`] hands http-queue ticks out under receipts until an ack, for delivery at least
-//!   once over HTTP.
+//!   once over HTTP; [`overlap`] skips the instants that fall due while a clock's previous
+//!   tick is unacknowledged, for the clocks that ask.
 //! - [`webhook`] holds the webhook channel's receiver URLs, signing secrets and signatures,
 //!   and the rule of which addresses a tick may be sent to.
 //! - [`Level`] says which command kinds a cluster's log may carry, so that a rolling upgrade
@@ -70,6 +71,7 @@ mod ledger_snapshot;
 pub mod level;
 mod literals;
 mod load;
+pub mod overlap;
 mod packed_set;
 mod pair_index;
 mod queue_index;
@@ -96,9 +98,11 @@ pub use filter::{ClockFilter, Criterion, FilterError};
 pub use leases::{AckRefusal, LeasedMessage, LeasedTick, Receipt, RefusedReceipt};
 pub use ledger_snapshot::LedgerSnapshot;
 pub use level::{Level, Levels};
+pub use overlap::{Overlap, OverlapError};
 pub use registry::{
     Command, Outcome, Registry, RegistryImage, RegistrySnapshot, SnapshotError,
-    calendar_needs_level, leases_need_level, webhooks_need_level,
+    calendar_needs_level, leases_need_level, overlap_fits, overlap_needs_level,
+    webhooks_need_level,
 };
 pub use restore::RestoreError;
 pub use restore_document::RestoreDocument;

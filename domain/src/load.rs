@@ -199,6 +199,7 @@ mod tests {
                 },
                 max_clocks: u64::MAX,
                 now_ms: 1_000,
+                overlap: crate::Overlap::Allow,
             });
             let Outcome::Registered { clock, .. } = created else {
                 panic!("registration {n}: {created:?}");

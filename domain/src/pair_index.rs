@@ -104,6 +104,7 @@ mod tests {
             schedule: literal.parse::<Schedule>().expect("a valid literal"),
             status: ClockStatus::Active,
             channel: Channel::Rabbit,
+            overlap: crate::Overlap::Allow,
         }
     }
 

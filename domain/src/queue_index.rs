@@ -53,6 +53,7 @@ mod tests {
             channel: Channel::Http {
                 queue_id: QueueId::new(queue.to_owned()),
             },
+            overlap: crate::Overlap::Allow,
         }
     }
 

@@ -209,6 +209,7 @@ mod tests {
             channel: Channel::Http {
                 queue_id: QueueId::new(format!("queue-of-{id}-0000000000000000")),
             },
+            overlap: crate::Overlap::Allow,
         }
     }
 

@@ -28,7 +28,9 @@ mod tests;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
-pub use apply::{calendar_needs_level, leases_need_level, webhooks_need_level};
+pub use apply::{
+    calendar_needs_level, leases_need_level, overlap_fits, overlap_needs_level, webhooks_need_level,
+};
 pub use command::{Command, Outcome};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId};

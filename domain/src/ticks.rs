@@ -182,7 +182,7 @@ impl Tick {
 
     /// Adds to this tick the instants of `gone`, a tick of the same clock dropped or
     /// coalesced before delivery: `gone` itself and what it had absorbed.
-    fn absorb(&mut self, gone: &Tick) {
+    pub(crate) fn absorb(&mut self, gone: &Tick) {
         self.skipped = self.skipped.saturating_add(1).saturating_add(gone.skipped);
     }
 
@@ -316,6 +316,9 @@ pub struct TickCounters {
     /// Leased ticks given up after `max_deliveries` deliveries without an ack.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub given_up: u64,
+    /// Instants skipped by overlap control (`crate::overlap`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u64,
 }
 
 /// Whether a counter is zero: left out of the serialized form, which stays as releases without
@@ -336,6 +339,7 @@ impl TickCounters {
         self.redelivered = self.redelivered.saturating_add(other.redelivered);
         self.acked = self.acked.saturating_add(other.acked);
         self.given_up = self.given_up.saturating_add(other.given_up);
+        self.skipped = self.skipped.saturating_add(other.skipped);
     }
 }
 
@@ -425,6 +429,11 @@ pub struct TickLedger {
     /// leases wrote it.
     #[serde(skip_serializing_if = "SharedMap::is_empty")]
     pub(crate) leases: SharedMap<QueueId, QueueLeases>,
+    /// Per clock with overlap control, the instants it skipped when no later tick was filed
+    /// yet: its next filed scheduled tick counts them (`crate::overlap`). Absent from the
+    /// serialized form while empty, as releases without overlap control wrote it.
+    #[serde(skip_serializing_if = "SharedMap::is_empty")]
+    pub(crate) overlap_carry: SharedMap<ClockId, u32>,
     /// Per http queue, the last pop's request id and what it returned, so that a retried pop
     /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a
@@ -449,6 +458,7 @@ impl Default for TickLedger {
             outbox: SharedMap::new(),
             queues: SharedMap::new(),
             leases: SharedMap::new(),
+            overlap_carry: SharedMap::new(),
             pop_replays: SharedMap::new(),
             manual_sequence: 0,
             counters: TickCounters::default(),
@@ -649,11 +659,12 @@ impl TickLedger {
     pub fn file(
         &mut self,
         level: Level,
-        tick: Tick,
+        mut tick: Tick,
         destination: Destination<'_>,
         queue_limit: u64,
     ) -> u64 {
         self.counters.filed = self.counters.filed.saturating_add(1);
+        self.take_overlap_carry(&mut tick);
         match destination {
             Destination::Outbox => {
                 self.outbox.insert((tick.due_at_ms, tick.id.clone()), tick);
@@ -830,6 +841,7 @@ impl TickLedger {
             self.leases.remove(queue);
             self.pop_replays.remove(queue);
         }
+        shared_map::retain(&mut self.overlap_carry, |clock, _| !clocks.contains(clock));
         shared_map::retain(&mut self.outbox, |_, tick| !clocks.contains(&tick.clock));
     }
 }
@@ -1003,6 +1015,7 @@ mod tests {
             channel: crate::clock::Channel::Http {
                 queue_id: queue.clone(),
             },
+            overlap: crate::Overlap::Allow,
         };
         (clock, queue)
     }

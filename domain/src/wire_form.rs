@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId};
 use crate::excerpt::Excerpt;
+use crate::overlap::Overlap;
 use crate::restore::RestoreError;
 use crate::schedule::Schedule;
 use crate::webhook::Webhook;
@@ -63,13 +64,14 @@ impl From<ChannelForm> for Channel {
 
 impl Serialize for Clock {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut clock = serializer.serialize_struct("Clock", 5)?;
+        let mut clock = serializer.serialize_struct("Clock", 6)?;
         clock.serialize_field("id", &self.id)?;
         clock.serialize_field("name", &self.name)?;
         clock.serialize_field("schedule", &self.schedule)?;
         clock.serialize_field("status", &self.status)?;
         let channel = ChannelForm::of(&self.channel, &self.name, &self.schedule);
         clock.serialize_field("channel", &channel)?;
+        overlap_field(&mut clock, self.overlap)?;
         clock.end()
     }
 }
@@ -82,6 +84,8 @@ struct ClockForm {
     schedule: Schedule,
     status: ClockStatus,
     channel: ChannelForm,
+    #[serde(default)]
+    overlap: Overlap,
 }
 
 impl<'de> Deserialize<'de> for Clock {
@@ -93,6 +97,7 @@ impl<'de> Deserialize<'de> for Clock {
             schedule: form.schedule,
             status: form.status,
             channel: form.channel.into(),
+            overlap: form.overlap,
         })
     }
 }
@@ -126,10 +131,24 @@ impl WrittenClocks {
 }
 
 /// The fields of a `Command::Register`, in their order: name, schedule, id, channel,
-/// max_clocks, now_ms.
-pub(crate) type Registration = (String, Schedule, ClockId, Channel, u64, u64);
+/// max_clocks, now_ms, overlap.
+pub(crate) type Registration = (String, Schedule, ClockId, Channel, u64, u64, Overlap);
+
+/// Writes `overlap` unless it is [`Overlap::Allow`]: a clock or a registration without
+/// overlap control is written as releases without it wrote it.
+fn overlap_field<S: SerializeStruct>(form: &mut S, overlap: Overlap) -> Result<(), S::Error> {
+    if overlap.is_allow() {
+        form.skip_field("overlap")
+    } else {
+        form.serialize_field("overlap", &overlap)
+    }
+}
 
 /// Writes a `Command::Register`'s fields, its channel in its written form.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "serde's serialize_with of a struct variant passes each of its fields"
+)]
 pub(crate) fn serialize_registration<S: Serializer>(
     name: &str,
     schedule: &Schedule,
@@ -137,15 +156,17 @@ pub(crate) fn serialize_registration<S: Serializer>(
     channel: &Channel,
     max_clocks: &u64,
     now_ms: &u64,
+    overlap: &Overlap,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    let mut register = serializer.serialize_struct("Register", 6)?;
+    let mut register = serializer.serialize_struct("Register", 7)?;
     register.serialize_field("name", name)?;
     register.serialize_field("schedule", schedule)?;
     register.serialize_field("id", id)?;
     register.serialize_field("channel", &ChannelForm::of(channel, name, schedule))?;
     register.serialize_field("max_clocks", max_clocks)?;
     register.serialize_field("now_ms", now_ms)?;
+    overlap_field(&mut register, *overlap)?;
     register.end()
 }
 
@@ -158,6 +179,8 @@ struct RegistrationForm {
     channel: ChannelForm,
     max_clocks: u64,
     now_ms: u64,
+    #[serde(default)]
+    overlap: Overlap,
 }
 
 /// Reads a `Command::Register`'s fields.
@@ -172,6 +195,7 @@ pub(crate) fn deserialize_registration<'de, D: Deserializer<'de>>(
         form.channel.into(),
         form.max_clocks,
         form.now_ms,
+        form.overlap,
     ))
 }
 
@@ -189,6 +213,7 @@ mod tests {
             schedule: Schedule::parse("every.5.seconds")?,
             status: ClockStatus::Paused,
             channel,
+            overlap: Overlap::Allow,
         })
     }
 
@@ -212,6 +237,31 @@ mod tests {
         let json = serde_json::to_value(&http)?;
         assert_eq!(json["channel"], json!({"type": "http", "queue_id": "q1"}));
         assert_eq!(serde_json::from_value::<Clock>(json)?, http);
+        Ok(())
+    }
+
+    #[test]
+    fn overlap_control_is_written_only_when_a_clock_or_a_registration_has_it()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let mut skipping = clock(Channel::Http {
+            queue_id: QueueId::new("q1".to_owned()),
+        })?;
+        skipping.overlap = Overlap::Skip;
+        let json = serde_json::to_value(&skipping)?;
+        assert_eq!(json["overlap"], json!("skip"));
+        assert_eq!(serde_json::from_value::<Clock>(json)?, skipping);
+        let register = Command::Register {
+            name: "n".to_owned(),
+            schedule: Schedule::parse("@never")?,
+            id: ClockId::new("c2".to_owned()),
+            channel: skipping.channel.clone(),
+            max_clocks: 1,
+            now_ms: 0,
+            overlap: Overlap::BufferOne,
+        };
+        let json = serde_json::to_value(&register)?;
+        assert_eq!(json["Register"]["overlap"], json!("buffer_one"));
+        assert_eq!(serde_json::from_value::<Command>(json)?, register);
         Ok(())
     }
 
@@ -257,6 +307,7 @@ mod tests {
             channel: Channel::Rabbit,
             max_clocks: 10,
             now_ms: 7,
+            overlap: Overlap::Allow,
         };
         let written = json!({"Register": {
             "name": "a;b",

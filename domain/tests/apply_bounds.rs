@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tickd_domain::leases::MAX_LEASE_TICKS;
 use tickd_domain::{
     Channel, ClockId, Command, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE,
-    MAX_POP_TICKS, Outcome, QueueId, Receipt, Registry, RegistrySnapshot, RestoreDocument,
+    MAX_POP_TICKS, Outcome, Overlap, QueueId, Receipt, Registry, RegistrySnapshot, RestoreDocument,
     Schedule, Tick, TickId, TickLedger,
 };
 
@@ -108,6 +108,14 @@ fn channel() -> impl Strategy<Value = Channel> {
     ]
 }
 
+fn overlap() -> impl Strategy<Value = Overlap> {
+    prop_oneof![
+        2 => Just(Overlap::Allow),
+        1 => Just(Overlap::Skip),
+        1 => Just(Overlap::BufferOne),
+    ]
+}
+
 fn intent() -> impl Strategy<Value = Intent> {
     (
         instant(),
@@ -130,16 +138,23 @@ fn intent() -> impl Strategy<Value = Intent> {
 /// Any command but a restore or a batch.
 fn plain_command() -> impl Strategy<Value = Command> {
     prop_oneof![
-        3 => (name(), schedule(), clock_id(), channel(), 0..8u64, instant()).prop_map(
-            |(name, schedule, id, channel, max_clocks, now_ms)| Command::Register {
-                name,
-                schedule,
-                id,
-                channel,
-                max_clocks,
-                now_ms,
-            }
-        ),
+        3 => (
+            (name(), schedule(), clock_id(), channel()),
+            (0..8u64, instant(), overlap())
+        )
+            .prop_map(
+                |((name, schedule, id, channel), (max_clocks, now_ms, overlap))| {
+                    Command::Register {
+                        name,
+                        schedule,
+                        id,
+                        channel,
+                        max_clocks,
+                        now_ms,
+                        overlap,
+                    }
+                }
+            ),
         1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Pause { id, now_ms }),
         1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Resume { id, now_ms }),
         6 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Tick { id, now_ms }),

@@ -485,6 +485,7 @@ mod tests {
             channel,
             max_clocks: 10_000,
             now_ms: now.wall_ms,
+            overlap: tickd_domain::Overlap::Allow,
         };
         match registry.apply(command) {
             Applied::Registered {

@@ -130,6 +130,7 @@ mod tests {
             schedule: Schedule::parse("every.5.seconds").expect("a valid schedule"),
             channel,
             status: ClockStatus::Active,
+            overlap: tickd_domain::Overlap::Allow,
         }
     }
 

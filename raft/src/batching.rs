@@ -246,6 +246,7 @@ mod tests {
                         },
                         max_clocks: 1_000,
                         now_ms: n,
+                        overlap: tickd_domain::Overlap::Allow,
                     };
                     batcher.submit(command).await
                 })

@@ -265,6 +265,7 @@ mod tests {
             },
             max_clocks: 10,
             now_ms: 0,
+            overlap: tickd_domain::Overlap::Allow,
         });
         assert!(
             matches!(registered, Outcome::Registered { .. }),

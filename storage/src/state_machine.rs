@@ -314,6 +314,7 @@ mod tests {
             },
             max_clocks: u64::MAX,
             now_ms: 1_764_000_000_000,
+            overlap: tickd_domain::Overlap::Allow,
         });
         state.last_applied = Some(LogId::new(CommittedLeaderId::new(1, 1), index));
     }

@@ -51,6 +51,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod config;
 pub mod http;
+pub mod leases;
 pub mod local_names;
 pub mod membership;
 pub mod pki;

@@ -9,75 +9,22 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tickd_tests::api::{self, Reply, action, clock_id, on_node, register};
+use tickd_tests::api::{self, action, on_node};
+use tickd_tests::leases::{REQUEST_TIMEOUT, ack, http_clock, lease, post, text};
 use tickd_tests::timing::AGREED_LEADER_WITHIN;
 use tickd_tests::{NodeId, TestCluster, eventually, unique_name};
 
-/// How long one request may take on a loaded two-core machine, a failover included.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// An http clock registered through node 1: its id and its queue's base URL
-/// (`…/api/v1/queues/{id}`).
-async fn http_clock(cluster: &TestCluster, schedule: &str) -> (String, String) {
-    let (status, _, body) = register(cluster, 1, &unique_name("leased"), schedule).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let pop = body["channel"]["details"]["url"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an http channel: {body}"));
-    let queue = pop
-        .strip_suffix("/pop")
-        .unwrap_or_else(|| panic!("a pop URL: {pop}"));
-    (clock_id(&body), queue.to_owned())
-}
-
-/// `POST {queue}/{route}` on `node` with `body`; `Err` for a transport error (a node killed
-/// mid-request).
-async fn post(
-    cluster: &TestCluster,
-    node: NodeId,
-    queue: &str,
-    route: &str,
-    body: &Value,
-) -> Result<Reply, String> {
-    let url = on_node(cluster, node, &format!("{queue}/{route}"));
-    let request = cluster
-        .client()
-        .post(url)
-        .json(body)
-        .timeout(REQUEST_TIMEOUT);
-    api::try_send(request)
-        .await
-        .map_err(|error| api::describe(&error))
-}
-
-/// A lease on `node` that must answer 200; its ticks.
-async fn lease(cluster: &TestCluster, node: NodeId, queue: &str, visibility_ms: u64) -> Vec<Value> {
-    let body = json!({"max": 100, "visibility_ms": visibility_ms});
-    let (status, _, answer) = post(cluster, node, queue, "lease", &body)
-        .await
-        .unwrap_or_else(|error| panic!("lease on node {node}: {error}"));
-    assert_eq!(status, StatusCode::OK, "lease on node {node}: {answer}");
-    answer
-        .as_array()
-        .unwrap_or_else(|| panic!("a list of ticks: {answer}"))
-        .clone()
-}
-
-/// An ack on `node` that must answer 200; its answer.
-async fn ack(cluster: &TestCluster, node: NodeId, queue: &str, receipts: &[&str]) -> Value {
-    let body = json!({ "receipts": receipts });
-    let (status, _, answer) = post(cluster, node, queue, "ack", &body)
-        .await
-        .unwrap_or_else(|error| panic!("ack on node {node}: {error}"));
-    assert_eq!(status, StatusCode::OK, "ack on node {node}: {answer}");
-    answer
+/// An http clock of `schedule` registered through node 1: its id and its queue's base URL.
+async fn registered(cluster: &TestCluster, schedule: &str) -> (String, String) {
+    let body = json!({"name": unique_name("leased"), "schedule": schedule});
+    http_clock(cluster, &body).await
 }
 
 /// A 3-node cluster with an `@never` http clock holding one manual tick: the cluster, the
 /// clock's id and its queue's base URL.
 async fn one_manual_tick() -> (TestCluster, String, String) {
     let cluster = TestCluster::builder().nodes(3).start().await;
-    let (id, queue) = http_clock(&cluster, "@never").await;
+    let (id, queue) = registered(&cluster, "@never").await;
     let (status, _, body) = action(&cluster, 1, &id, "tick").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     (cluster, id, queue)
@@ -97,12 +44,6 @@ async fn lease_the_tick(cluster: &TestCluster, node: NodeId, queue: &str) -> Val
         },
     )
     .await
-}
-
-fn text<'a>(tick: &'a Value, field: &str) -> &'a str {
-    tick[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {field} in {tick}"))
 }
 
 #[tokio::test]
@@ -322,7 +263,7 @@ impl Consumer {
 #[tokio::test]
 async fn the_leader_killed_with_leases_open_loses_no_tick_and_acks_none_twice() {
     let cluster = TestCluster::builder().nodes(3).start().await;
-    let (id, queue) = http_clock(&cluster, "every.1.seconds").await;
+    let (id, queue) = registered(&cluster, "every.1.seconds").await;
     let mut consumer = Consumer::default();
     let started = Instant::now();
     let mut killed = None;

@@ -21,6 +21,7 @@ use crate::error::{ApiError, BodyShape, ErrorBody};
 use crate::ids;
 use crate::level_wait;
 use crate::list_body;
+use crate::overlap_choice;
 use crate::view::{ChannelContext, ClockView, clock_url};
 
 /// The registration body. Unknown fields are ignored (Ticktok's clients send only these two,
@@ -43,6 +44,15 @@ pub struct RegisterBody {
     /// with a broker, `http` otherwise). Ticktok's clients never send it.
     #[serde(default)]
     channel: Option<RequestedChannel>,
+    /// tickd's (SPEC §5a), for http clocks: what happens to an instant that falls due while
+    /// the clock's previous tick is still unacknowledged (leased and not acked, or waiting
+    /// to be popped). `allow` (the default) delivers every instant; `skip` skips it and
+    /// counts it in the next tick's `skipped`; `buffer_one` keeps the newest such instant
+    /// waiting behind the unacknowledged tick and skips the older ones. With `skip` or
+    /// `buffer_one` a lease or a pop takes one tick at a time.
+    #[schema(value_type = Option<String>, pattern = "^(allow|skip|buffer_one)$")]
+    #[serde(default)]
+    overlap: Option<String>,
 }
 
 /// What a registration body looks like, for the errors that reject one.
@@ -123,11 +133,13 @@ async fn check_calendar(app: &AppState, schedule: &Schedule) -> Result<(), ApiEr
         (status = 201, description = "The clock, with its channel", body = ClockView,
             headers(("Location" = String,
                 description = "The clock's URL with `?access_token=` (Ticktok compat)"))),
-        (status = 400, description = "Invalid name, schedule, channel or JSON; a webhook URL \
-            whose host is not public", body = ErrorBody),
+        (status = 400, description = "Invalid name, schedule, channel, overlap or JSON; a \
+            webhook URL whose host is not public; an overlap the channel cannot take",
+            body = ErrorBody),
         (status = 403, description = "Missing or wrong access token", body = ErrorBody),
         (status = 409, description = "The clock of this name and schedule exists with another \
-            channel (or webhook URL) than the one asked for", body = ErrorBody),
+            channel (or webhook URL), or another overlap, than the one asked for",
+            body = ErrorBody),
         (status = 413, description = "Body over 64 KiB", body = ErrorBody),
         (status = 415, description = "Body not declared as JSON", body = ErrorBody),
         (status = 429, description = "The cluster holds `max_clocks` clocks", body = ErrorBody),
@@ -149,6 +161,7 @@ pub async fn register(
     let schedule =
         Schedule::parse(&schedule).map_err(|error| ApiError::bad_request(error.to_string()))?;
     check_calendar(&app, &schedule).await?;
+    let overlap = overlap_choice::read(body.overlap.as_deref())?;
     let requested = body.channel.as_ref();
     let channel = channel_choice::choose(
         requested,
@@ -157,6 +170,7 @@ pub async fn register(
     )
     .await?;
     check_webhook_level(&app, &channel).await?;
+    overlap_choice::check(&app, &channel, overlap).await?;
     let rabbit_queue = match channel {
         Channel::Rabbit => Some(rabbit_queue(&name, &schedule)?),
         Channel::Http { .. } | Channel::Webhook(_) => None,
@@ -174,6 +188,7 @@ pub async fn register(
         channel,
         max_clocks: app.config.max_clocks,
         now_ms: app.replica.clock().now_ms(),
+        overlap,
     };
     let (clock, created) = match app.replica.write(command).await? {
         Outcome::Registered { clock, created } => (clock, created),
@@ -189,8 +204,12 @@ pub async fn register(
         Outcome::Rejected { reason } => return Err(ApiError::bad_request(reason)),
         other => return Err(unexpected(&other)),
     };
-    if !created && let Some(conflict) = channel_choice::conflict(&clock, requested) {
-        return Err(conflict);
+    if !created {
+        let conflict = channel_choice::conflict(&clock, requested)
+            .or_else(|| overlap_choice::conflict(&clock, body.overlap.as_deref()));
+        if let Some(conflict) = conflict {
+            return Err(conflict);
+        }
     }
     // A new clock shows PENDING in this response, as Ticktok's server did; its stored status
     // is already ACTIVE, since registration is one atomic command.

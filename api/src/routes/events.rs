@@ -430,6 +430,7 @@ mod tests {
             channel: Channel::Http {
                 queue_id: QueueId::new(format!("queue-{id}")),
             },
+            overlap: tickd_domain::Overlap::Allow,
         }
     }
 

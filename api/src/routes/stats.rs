@@ -82,6 +82,9 @@ pub struct ClockTicks {
     redelivered: u32,
     /// Leased ticks acked.
     acked: u32,
+    /// Instants skipped by overlap control (`skip` or `buffer_one`): they fell due while the
+    /// clock's previous tick was unacknowledged, and the next tick's `skipped` counts them.
+    skipped: u32,
     /// Ticks held by leases now (their lease may have run out since the last lease or pop).
     leased: u64,
     /// The last delivered tick; null before the first.
@@ -146,6 +149,7 @@ impl TickStats {
                     given_up: stats.given_up,
                     redelivered: stats.redelivered,
                     acked: stats.acked,
+                    skipped: stats.skipped,
                     leased: leased_now(image, clock),
                     last_tick: stats.last.map(|last| LastTick {
                         scheduled_at: rfc3339_millis(last.due_at_ms),

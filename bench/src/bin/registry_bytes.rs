@@ -79,6 +79,7 @@ fn measure(args: &Args) -> Result<(), String> {
             channel,
             max_clocks: u64::MAX,
             now_ms,
+            overlap: tickd_domain::Overlap::Allow,
         });
     }
     let grown = status_bytes("VmRSS:")?.saturating_sub(before);

@@ -13,6 +13,7 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name}
 use crate::clocks_stamp::ClocksStamp;
 use crate::leases::{LeaseTerms, Leasing, MAX_ACK_RECEIPTS, MAX_OPEN_LEASES, Receipt};
 use crate::level::{Level, Levels};
+use crate::overlap::Overlap;
 use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
 use crate::ticks::{
@@ -39,7 +40,10 @@ impl Registry {
                 channel,
                 max_clocks,
                 now_ms,
-            } => self.register(level, name, schedule, id, channel, max_clocks, now_ms),
+                overlap,
+            } => self.register(
+                level, name, schedule, id, channel, max_clocks, now_ms, overlap,
+            ),
             Command::Pause { id, now_ms } => self.pause(&id, now_ms),
             Command::Resume { id, now_ms } => self.resume(level, &id, now_ms),
             Command::Tick { id, now_ms } => self.tick_now(level, &id, now_ms),
@@ -119,8 +123,17 @@ impl Registry {
         };
         let ledger = &mut self.ledger;
         let retried = ledger.is_retried_pop(queue, &request);
-        let popped = ledger.pop_due(clock, queue, now_ms, request, level.max_pop_ticks());
         let id = clock.id.clone();
+        let overlap = clock.overlap;
+        // A retry takes nothing new, so it decides nothing either.
+        let skipped = if retried {
+            0
+        } else {
+            ledger.settle_overlap(&id, queue, overlap, now_ms)
+        };
+        let max = ledger.overlap_take_limit(queue, overlap, now_ms, level.max_pop_ticks());
+        let popped = ledger.pop_due(clock, queue, now_ms, request, max);
+        self.note_skipped(&id, skipped);
         self.note_activity(&id, now_ms);
         if level.keeps_tick_stats() && !retried {
             for tick in &popped {
@@ -144,6 +157,7 @@ impl Registry {
             return Outcome::NotFound;
         };
         let id = clock.id.clone();
+        let overlap = clock.overlap;
         let ledger = &mut self.ledger;
         if ledger.token_in_use(queue, &terms.token) {
             return Outcome::Rejected {
@@ -156,7 +170,9 @@ impl Registry {
                 open: u64::try_from(open).unwrap_or(u64::MAX),
             };
         }
+        let skipped = ledger.settle_overlap(&id, queue, overlap, terms.now_ms);
         let max = usize::try_from(terms.max).unwrap_or(usize::MAX);
+        let max = ledger.overlap_take_limit(queue, overlap, terms.now_ms, max);
         let leasing = ledger.lease(
             queue,
             terms.now_ms,
@@ -165,6 +181,7 @@ impl Registry {
             &terms.token,
             terms.max_deliveries,
         );
+        self.note_skipped(&id, skipped);
         self.note_activity(&id, terms.now_ms);
         for tick in &leasing.handed {
             // A tick's first hand-out is its delivery, for its lateness; later ones count as
@@ -202,6 +219,11 @@ impl Registry {
             return Outcome::NotFound;
         };
         let id = clock.id.clone();
+        // The instants that fell due while the acked ticks were held are decided first.
+        let skipped = self
+            .ledger
+            .settle_overlap(&id, queue, clock.overlap, now_ms);
+        self.note_skipped(&id, skipped);
         let (acked, refused) = self.ledger.ack(queue, receipts, now_ms);
         self.note_activity(&id, now_ms);
         let count = u64::try_from(acked.len()).unwrap_or(u64::MAX);
@@ -212,6 +234,14 @@ impl Registry {
         Outcome::Acked {
             acked: count,
             refused,
+        }
+    }
+
+    /// Counts instants of `clock` skipped by overlap control in its statistics.
+    fn note_skipped(&mut self, clock: &ClockId, skipped: u64) {
+        if skipped > 0 {
+            self.clocks
+                .modify_cursor(clock, |cursor| cursor.stats.skipped(skipped));
         }
     }
 
@@ -382,6 +412,7 @@ impl Registry {
         channel: Channel,
         max_clocks: u64,
         now_ms: u64,
+        overlap: Overlap,
     ) -> Outcome {
         if let Err(err) = validate_name(&name) {
             return Outcome::Rejected {
@@ -397,6 +428,9 @@ impl Registry {
             return Outcome::Rejected {
                 reason: webhooks_need_level(level),
             };
+        }
+        if let Err(reason) = check_overlap(level, &channel, overlap) {
+            return Outcome::Rejected { reason };
         }
         if let Some(clock) = self.find(&name, &schedule) {
             let clock = clock.clone();
@@ -431,6 +465,7 @@ impl Registry {
             schedule,
             status: ClockStatus::Active,
             channel,
+            overlap,
         };
         self.insert(clock.clone(), Some(Cursor::starting(now_ms)));
         self.start_ticking(level, &clock, now_ms);
@@ -751,6 +786,38 @@ pub fn calendar_needs_level(level: Level) -> String {
 /// Why a lease or an ack is refused at `level`.
 pub fn leases_need_level(level: Level) -> String {
     needs_level("leases", level)
+}
+
+/// Why overlap control is refused at `level`.
+pub fn overlap_needs_level(level: Level) -> String {
+    needs_level("overlap control", level)
+}
+
+/// Whether a new clock of `channel` may have `overlap` at `level`: a cluster whose every
+/// replica applies overlap control, and a channel that takes it ([`overlap_fits`]).
+fn check_overlap(level: Level, channel: &Channel, overlap: Overlap) -> Result<(), String> {
+    if overlap.is_allow() {
+        return Ok(());
+    }
+    if !level.has_overlap() {
+        return Err(overlap_needs_level(level));
+    }
+    overlap_fits(channel, overlap)
+}
+
+/// Whether a clock of `channel` can have `overlap`: overlap control needs an acknowledgement
+/// of each tick (an http queue's ack, or its pop), which RabbitMQ's channel does not report.
+pub fn overlap_fits(channel: &Channel, overlap: Overlap) -> Result<(), String> {
+    match channel {
+        _ if overlap.is_allow() => Ok(()),
+        Channel::Http { .. } => Ok(()),
+        Channel::Rabbit | Channel::Webhook(_) => Err(format!(
+            "overlap {overlap} needs a channel whose consumer acknowledges each tick: an http \
+             queue (its lease and ack, or its pop); RabbitMQ's channel does not say when a \
+             consumer is done, and webhook clocks do not have overlap control yet; register \
+             with \"channel\": {{\"type\": \"http\"}} or without \"overlap\""
+        )),
+    }
 }
 
 /// Why a webhook clock is refused at `level`.

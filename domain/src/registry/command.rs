@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Channel, Clock, ClockId, QueueId};
 use crate::leases::{LeasedTick, Receipt, RefusedReceipt};
 use crate::level::Level;
+use crate::overlap::Overlap;
 use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
 use crate::ticks::{Filed, Intent, Tick, TickId};
@@ -48,6 +49,9 @@ pub enum Command {
         max_clocks: u64,
         /// The proposer's clock: a new clock's first tick is the first instant after it.
         now_ms: u64,
+        /// The new clock's overlap control (SPEC §5a); written only when not
+        /// [`Overlap::Allow`], and refused below cluster level 3.
+        overlap: Overlap,
     },
     /// Stop the clock's scheduled ticks: none due after `now_ms` is delivered.
     Pause {

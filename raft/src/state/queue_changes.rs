@@ -227,6 +227,7 @@ mod tests {
                 },
                 max_clocks: 100,
                 now_ms: 1_000,
+                overlap: tickd_domain::Overlap::Allow,
             });
         }
         registry

@@ -229,7 +229,7 @@ function equalsOrNot(wanted, value) {
 const rows = new Map(); // clock id → its <tr>
 const COLUMNS = ["name", "schedule", "status", "channel", "next", "last-tick", "lateness",
   "late", "coalesced", "dropped", "retried", "failed", "given_up", "leased", "redelivered",
-  "acked", "actions"];
+  "acked", "skipped", "actions"];
 const column = (name) => COLUMNS.indexOf(name);
 
 function clockRow(clock) {
@@ -289,7 +289,8 @@ function renderClocks() {
 // A clock's tick statistics: its last delivered tick, how late its recent ticks were (the last
 // one, with a sparkline of up to 8), its late, coalesced and dropped counts, and how its
 // deliveries went: ticks retried, failed attempts and ticks given up (webhook clocks), ticks
-// held by leases, redelivered after a lease ran out, and acked (leased http queues).
+// held by leases, redelivered after a lease ran out, and acked (leased http queues), and the
+// instants overlap control skipped.
 function renderTicks(row, ticks) {
   const last = ticks && ticks.last_tick;
   const lastCell = setCell(row, "last-tick",
@@ -307,7 +308,9 @@ function renderTicks(row, ticks) {
     const value = ticks ? ticks[count] : 0;
     setCell(row, count, value, value > 0 ? `${count} warn` : count);
   }
-  for (const count of ["leased", "acked"]) setCell(row, count, ticks ? ticks[count] : 0);
+  for (const count of ["leased", "acked", "skipped"]) {
+    setCell(row, count, ticks ? ticks[count] : 0);
+  }
   row.dataset.delivered = ticks ? ticks.delivered : 0;
 }
 

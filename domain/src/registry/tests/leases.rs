@@ -18,11 +18,11 @@ fn ticking() -> (Registry, QueueId) {
 }
 
 /// A lease token as a node draws it, distinct per `n`.
-fn token(n: u8) -> String {
+pub(super) fn token(n: u8) -> String {
     format!("{n:032x}")
 }
 
-fn lease(queue: &QueueId, now_ms: u64, until_ms: u64, max: u32, n: u8) -> Command {
+pub(super) fn lease(queue: &QueueId, now_ms: u64, until_ms: u64, max: u32, n: u8) -> Command {
     Command::Lease {
         queue: queue.clone(),
         now_ms,
@@ -33,14 +33,14 @@ fn lease(queue: &QueueId, now_ms: u64, until_ms: u64, max: u32, n: u8) -> Comman
     }
 }
 
-fn leased(outcome: Outcome) -> Vec<LeasedTick> {
+pub(super) fn leased(outcome: Outcome) -> Vec<LeasedTick> {
     match outcome {
         Outcome::Leased(ticks) => ticks,
         other => panic!("expected a lease, got {other:?}"),
     }
 }
 
-fn ack(queue: &QueueId, receipts: &[Receipt], now_ms: u64) -> Command {
+pub(super) fn ack(queue: &QueueId, receipts: &[Receipt], now_ms: u64) -> Command {
     Command::Ack {
         queue: queue.clone(),
         receipts: receipts.to_vec(),
@@ -48,7 +48,7 @@ fn ack(queue: &QueueId, receipts: &[Receipt], now_ms: u64) -> Command {
     }
 }
 
-fn ids(ticks: &[LeasedTick]) -> Vec<String> {
+pub(super) fn ids(ticks: &[LeasedTick]) -> Vec<String> {
     ticks.iter().map(|tick| tick.tick.id.to_string()).collect()
 }
 

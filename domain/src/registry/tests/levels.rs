@@ -49,6 +49,7 @@ fn at_level_1_commands_apply_as_v0_1_0_applied_them() {
         channel: http.channel.clone(),
         max_clocks: NO_LIMIT,
         now_ms: 2_000,
+        overlap: crate::Overlap::Allow,
     };
     assert!(matches!(
         registry.clone().apply_at(v0_1, twin.clone()),

@@ -13,6 +13,7 @@ fn list_applies_the_filter_in_id_order() -> Result<(), Box<dyn std::error::Error
         channel: Channel::Http {
             queue_id: QueueId::new("q0".to_owned()),
         },
+        overlap: crate::Overlap::Allow,
     };
     let mut registry = Registry::try_from(RegistrySnapshot {
         clocks: vec![pending],

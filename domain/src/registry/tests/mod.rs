@@ -13,6 +13,7 @@ mod leases;
 mod levels;
 mod lifecycle;
 mod lists;
+mod overlap;
 mod restore;
 mod skipped;
 mod snapshots;
@@ -47,6 +48,7 @@ fn register(name: &str, literal: &str, proposed_id: &str, max_clocks: u64) -> Co
         },
         max_clocks,
         now_ms: 0,
+        overlap: crate::Overlap::Allow,
     }
 }
 
@@ -85,6 +87,7 @@ fn rabbit(name: &str, literal: &str, proposed_id: &str, now_ms: u64) -> Command 
         channel: Channel::Rabbit,
         max_clocks: NO_LIMIT,
         now_ms,
+        overlap: crate::Overlap::Allow,
     }
 }
 
