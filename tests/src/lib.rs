@@ -50,6 +50,7 @@ pub mod browser;
 pub mod chaos;
 pub mod cluster;
 pub mod config;
+pub mod gaps;
 pub mod http;
 pub mod leases;
 pub mod local_names;

@@ -7,8 +7,9 @@
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use tickd_tests::api::{self, register_body};
+use tickd_tests::gaps::{gaps_counted, instant_of};
 use tickd_tests::leases::{http_clock, post, text};
 use tickd_tests::timing::AGREED_LEADER_WITHIN;
 use tickd_tests::{NodeId, TestCluster, unique_name};
@@ -26,14 +27,6 @@ struct Held {
     skipped: u64,
     leased_at: Instant,
     acked_at: Instant,
-}
-
-/// The instant of a scheduled tick, from its id (`<clock>-<instant>`).
-fn instant_of(tick: &Value) -> u64 {
-    text(tick, "tick_id")
-        .rsplit_once('-')
-        .and_then(|(_, instant)| instant.parse().ok())
-        .unwrap_or_else(|| panic!("a scheduled tick id: {tick}"))
 }
 
 /// Leases on the running nodes in turn until `until`, holding each tick [`HOLD`] and acking
@@ -108,26 +101,6 @@ async fn ack_anywhere(cluster: &TestCluster, queue: &str, node: NodeId, receipt:
     }
 }
 
-/// The instants between each held tick and the one before it are the ones it says it
-/// skipped.
-fn assert_gaps_counted(held: &[Held]) {
-    let mut ticks: Vec<(u64, u64)> = held
-        .iter()
-        .map(|tick| (tick.instant_ms, tick.skipped))
-        .collect();
-    ticks.sort_unstable();
-    for pair in ticks.windows(2) {
-        let [(before, _), (after, skipped)] = pair else {
-            continue;
-        };
-        assert_eq!(
-            (after - before) / 1_000 - 1,
-            *skipped,
-            "the tick of {after} after the one of {before}: {ticks:?}"
-        );
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn with_skip_consumers_hold_one_tick_at_a_time_through_a_failover_and_see_every_gap() {
     let cluster = TestCluster::builder().nodes(3).start().await;
@@ -169,7 +142,7 @@ async fn with_skip_consumers_hold_one_tick_at_a_time_through_a_failover_and_see_
         held.iter().skip(1).all(|tick| tick.skipped >= 2),
         "{held:?}"
     );
-    assert_gaps_counted(&held);
+    gaps_counted(held.iter().map(|tick| (tick.instant_ms, tick.skipped)));
 
     let stats = api::stats_of(&cluster, 1 + killed % 3, &id)
         .await
@@ -209,7 +182,7 @@ async fn with_buffer_one_a_consumer_is_never_more_than_one_instant_behind() {
         );
         assert!(pair[1].skipped >= 1, "{pair:?}");
     }
-    assert_gaps_counted(&held);
+    gaps_counted(held.iter().map(|tick| (tick.instant_ms, tick.skipped)));
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tickd_tests::api::{action, anonymous, authed, clock_id, pop, register, send, stats_of};
 use tickd_tests::cluster::THIS_LEVEL;
+use tickd_tests::gaps::gaps_counted_in;
 use tickd_tests::rabbit::{self, Consumers};
 use tickd_tests::{NodeId, TestCluster, TestClusterBuilder, eventually, unique_name};
 
@@ -28,40 +29,6 @@ async fn counting(builder: TestClusterBuilder) -> (TestCluster, NodeId) {
 
 fn count(stats: &Value, field: &str) -> u64 {
     stats[field].as_u64().unwrap_or(0)
-}
-
-/// Checks that every gap between a clock's received scheduled ticks (one-second instants,
-/// each tick once) is counted by the later tick's `skipped`, and returns the total skipped.
-fn gaps_counted(ticks: &[Value]) -> u64 {
-    let mut instants: Vec<(u64, u64)> = ticks
-        .iter()
-        .filter(|tick| tick["manual"] == false)
-        .map(|tick| {
-            let instant = tick["tick_id"]
-                .as_str()
-                .and_then(|id| id.rsplit_once('-'))
-                .and_then(|(_, at)| at.parse().ok())
-                .unwrap_or_else(|| panic!("a scheduled tick id: {tick}"));
-            let skipped = tick["skipped"]
-                .as_u64()
-                .unwrap_or_else(|| panic!("every tick says what it skipped: {tick}"));
-            (instant, skipped)
-        })
-        .collect();
-    instants.sort_unstable();
-    // A tick delivered twice (after a failover) is kept once.
-    instants.dedup_by_key(|(instant, _)| *instant);
-    for pair in instants.windows(2) {
-        let [(before, _), (after, skipped)] = pair else {
-            continue;
-        };
-        assert_eq!(
-            (after - before) / 1_000 - 1,
-            *skipped,
-            "the tick of {after} after the one of {before}: {instants:?}"
-        );
-    }
-    instants.iter().skip(1).map(|(_, skipped)| skipped).sum()
 }
 
 /// Waits until the figures of clock `id`, read through `node`, satisfy `holds`.
@@ -212,7 +179,7 @@ async fn rabbit_deliveries_and_an_outage_show_in_the_same_figures_on_every_node(
         .collect();
     let figures = stats_of(&cluster, follower, &id).await.expect("stats");
     assert_eq!(
-        gaps_counted(&received),
+        gaps_counted_in(&received),
         count(&figures, "coalesced"),
         "{figures}"
     );
@@ -259,7 +226,7 @@ async fn an_http_queue_counts_its_dropped_ticks_and_a_pop_its_deliveries() {
         Some(count(&after, "dropped")),
         "{popped:?}"
     );
-    assert_eq!(gaps_counted(&popped), 0, "{popped:?}");
+    assert_eq!(gaps_counted_in(&popped), 0, "{popped:?}");
     let recent: Vec<u64> = after["recent_lateness_ms"]
         .as_array()
         .expect("recent")
