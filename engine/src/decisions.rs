@@ -431,6 +431,15 @@ impl Decisions {
         (!self.confirmed.is_empty()).then(|| std::mem::take(&mut self.confirmed))
     }
 
+    /// The `Confirm` of `confirmations` did not commit (a write that timed out while no quorum
+    /// answered): they go into the next one. Without it their ticks stayed in the outbox and in
+    /// flight for the rest of the term, published by nobody and confirmed by nobody, and held
+    /// back the outbox's coalescing ([`Intent::in_flight_from_ms`]). A confirmation applied
+    /// twice changes nothing: the second finds its tick gone.
+    pub fn confirm_again(&mut self, confirmations: Vec<Confirmation>) {
+        self.confirmed.extend(confirmations);
+    }
+
     /// The active clocks to purge at `now` (SPEC §6), if any: RabbitMQ clocks whose queue the
     /// broker reported missing, and http clocks not polled for the clock TTL.
     pub fn abandoned(&mut self, now: Now, registry: &Registry) -> Option<Vec<ClockId>> {

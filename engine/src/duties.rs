@@ -25,12 +25,14 @@ use tickd_domain::webhook::FailingReceivers;
 use tickd_domain::{Command, Outcome, Registry};
 use tickd_raft::Replica;
 use tickd_raft::cluster_clock::{ClusterClock, MEASURE_EVERY, Verdict};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval, sleep_until};
 use tracing::{Instrument, Span, field};
 
-use crate::decisions::{Decisions, LEASE_RENEW_EVERY, Now, OutboxKey, Outgoing, Settled};
+use crate::decisions::{
+    Confirmation, Decisions, LEASE_RENEW_EVERY, Now, OutboxKey, Outgoing, Settled,
+};
 use crate::publisher::{PublishOutcome, Publisher};
 use crate::{EngineConfig, telemetry};
 
@@ -220,6 +222,8 @@ impl<'a> Duties<'a> {
         let mut purges = interval(self.purge_every);
         let mut reports = interval(REPORT_RECEIVERS_EVERY);
         let mut confirming = Confirming::new();
+        // Confirmations whose command did not commit, back for the next one.
+        let (unconfirmed_sender, mut unconfirmed) = mpsc::unbounded_channel();
         self.renew_lease().await;
         // When to publish next: recomputed only when that can change it (an applied entry, a
         // publish, a failure), and then at the cost of what changed in the outbox.
@@ -254,7 +258,10 @@ impl<'a> Duties<'a> {
                         wake_at = None;
                     }
                 }
-                _ = confirms.tick() => self.propose_confirms(),
+                _ = confirms.tick() => self.propose_confirms(&unconfirmed_sender),
+                Some(confirmations) = unconfirmed.recv() => {
+                    self.decisions.confirm_again(confirmations);
+                }
                 _ = purges.tick() => self.purge_abandoned(),
                 _ = reports.tick() => self
                     .replica
@@ -421,10 +428,12 @@ impl<'a> Duties<'a> {
         }
     }
 
-    fn propose_confirms(&mut self) {
+    fn propose_confirms(&mut self, unconfirmed: &mpsc::UnboundedSender<Vec<Confirmation>>) {
         let Some(confirmed) = self.read(Decisions::confirms) else {
             return;
         };
+        let again = unconfirmed.clone();
+        let retry = confirmed.clone();
         // Attempts go into the command only when some tick took more than one: a cluster
         // without retries writes its confirmations as releases without webhooks did.
         let attempts: Vec<u32> = if confirmed.iter().any(|tick| tick.attempts != 1) {
@@ -448,9 +457,13 @@ impl<'a> Duties<'a> {
                 };
                 match replica.write(confirm).await {
                     Ok(_) => tracing::debug!("confirmed ticks left the outbox"),
-                    // The ticks stay in the outbox and will be published again with the same
-                    // ids.
-                    Err(error) => tracing::debug!(%error, "confirmation not committed"),
+                    // Proposed again with the next confirmations; should this node have lost
+                    // the leadership, the next leader publishes the ticks again, same ids.
+                    Err(error) => {
+                        tracing::debug!(%error, "confirmation not committed; proposed again");
+                        // The loop may have ended meanwhile: then nobody needs them.
+                        let _ = again.send(retry);
+                    }
                 }
             }
             .instrument(span),

@@ -277,6 +277,27 @@ fn the_intent_spares_the_ticks_a_consumer_may_hold_until_they_leave_the_outbox()
 }
 
 #[test]
+fn a_confirmation_that_did_not_commit_goes_into_the_next_command() {
+    let now = start();
+    let mut registry = one_ticking_clock(now);
+    let at = now.after(Duration::from_millis(1_500));
+    let mut decisions = leading(&registry, at);
+    let outgoing = decisions.due(at, &registry);
+    assert_eq!(outgoing.len(), 1);
+    decisions.accepted(&outgoing);
+    let delivered = settled(&outgoing[0], at, PublishOutcome::Delivered { after: MS });
+    assert!(!decisions.settle(outgoing[0].key.clone(), delivered, at.instant));
+    let first = decisions.confirms(&registry).unwrap_or_default();
+    assert_eq!(first.len(), 1);
+    // Its command timed out: the next one carries it, and once applied the tick is gone.
+    decisions.confirm_again(first.clone());
+    assert_eq!(decisions.confirms(&registry), Some(first.clone()));
+    commit_confirms(&mut registry, first);
+    assert_eq!(decisions.confirms(&registry), None);
+    assert_eq!(decisions.intent(at).in_flight_from_ms, None);
+}
+
+#[test]
 fn publishing_waits_once_the_most_ticks_await_the_broker() {
     let now = start();
     let mut registry = Registry::new();
