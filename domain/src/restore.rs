@@ -17,7 +17,7 @@ use crate::clock::{
 };
 use crate::excerpt::Excerpt;
 use crate::leases::{Lease, MAX_DEADLINE_SLACK_MS, MAX_MAX_DELIVERIES, MAX_VISIBILITY_MS, Receipt};
-use crate::registry::RegistrySnapshot;
+use crate::registry::{RegistrySnapshot, overlap_fits};
 use crate::ticks::{MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId};
 
 /// Why a backup cannot be restored: the first thing found wrong, naming the clock (by id, or
@@ -121,6 +121,23 @@ pub enum RestoreError {
         /// The named clock.
         id: Excerpt,
     },
+    /// A clock has overlap control its channel cannot take.
+    #[error("clock {id}: {why}")]
+    Overlap {
+        /// The clock.
+        id: ClockId,
+        /// Why its channel cannot take it.
+        why: String,
+    },
+    /// Skipped instants are carried for a clock that has no overlap control in the backup.
+    #[error(
+        "ledger.overlap_carry names clock {id}, which is not a clock of the backup with overlap \
+         control"
+    )]
+    StrayCarry {
+        /// The named clock.
+        id: Excerpt,
+    },
     /// A clock has no cursor, so it would never tick.
     #[error("clock {id}: it has no entry in ledger.cursors, so it would never tick")]
     NoCursor {
@@ -206,6 +223,15 @@ impl RegistrySnapshot {
                 id: Excerpt::of(&stray.text()),
             });
         }
+        if let Some((stray, _)) = ledger
+            .overlap_carry
+            .iter()
+            .find(|(id, _)| by_id.get(id).is_none_or(|clock| clock.overlap.is_allow()))
+        {
+            return Err(RestoreError::StrayCarry {
+                id: Excerpt::of(&stray.text()),
+            });
+        }
         if let Some(clock) = self
             .clocks
             .iter()
@@ -280,6 +306,8 @@ fn validate_clock(index: usize, clock: &Clock) -> Result<(), RestoreError> {
     if clock.status == ClockStatus::Pending {
         return Err(RestoreError::Pending { id: id() });
     }
+    overlap_fits(&clock.channel, clock.overlap)
+        .map_err(|why| RestoreError::Overlap { id: id(), why })?;
     // A RabbitMQ clock's queue name is not kept; the backup's is checked as written
     // (`WrittenClocks`).
     if let Channel::Http { queue_id } = &clock.channel {

@@ -362,6 +362,16 @@ impl Registry {
                 reason: leases_need_level(level),
             };
         }
+        let overlap = snapshot
+            .clocks
+            .iter()
+            .any(|clock| !clock.overlap.is_allow())
+            || !snapshot.ledger.ticks.overlap_carry.is_empty();
+        if overlap && !level.has_overlap() {
+            return Outcome::Rejected {
+                reason: overlap_needs_level(level),
+            };
+        }
         // The API checks the same before proposing; apply checks again, because it must be
         // safe whatever reaches the log.
         if level.bounds_commands()

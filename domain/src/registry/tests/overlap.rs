@@ -176,3 +176,59 @@ fn overlap_is_refused_below_level_3_and_for_rabbitmq_clocks() {
     );
     assert_eq!(registry.clocks().count(), 0);
 }
+
+#[test]
+fn a_backup_with_overlap_control_restores_from_level_3_and_an_impossible_one_is_refused() {
+    let (mut source, queue) = ticking(Overlap::Skip, 3);
+    let first = leased(source.apply(lease(&queue, 1_000, 9_000, 10, 1)));
+    source.apply(ack(&queue, &receipts(&first), 3_500));
+    let snapshot: RegistrySnapshot = source.into();
+    assert_eq!(snapshot.validate_for_restore(3_600), Ok(()));
+    let mut old = Registry::new();
+    let refused = old.apply_at(Level::V0_2, restore(snapshot.clone(), 3_600));
+    assert!(
+        matches!(&refused, Outcome::Rejected { reason } if reason.contains("cluster level 3")),
+        "{refused:?}"
+    );
+    let mut target = Registry::new();
+    let restored = target.apply(restore(snapshot.clone(), 3_600));
+    assert!(matches!(restored, Outcome::Restored { .. }), "{restored:?}");
+    assert_eq!(target.ledger().overlap_carry.get(&id("oc")), Some(&2));
+
+    // A carry for a clock without overlap control, and overlap on a RabbitMQ clock, could not
+    // have been written by tickd.
+    let mut elsewhere = snapshot.clone();
+    elsewhere
+        .ledger
+        .ticks
+        .overlap_carry
+        .insert(id("elsewhere"), 1);
+    let mut allowing = snapshot.clone();
+    allowing.clocks[0].overlap = Overlap::Allow;
+    for stray in [elsewhere, allowing] {
+        let refused = stray
+            .validate_for_restore(3_600)
+            .err()
+            .map(|error| error.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|error| error.contains("overlap_carry")),
+            "{refused:?}"
+        );
+    }
+    let mut rabbit_with_overlap = Registry::new();
+    rabbit_with_overlap.apply(rabbit("r", "every.1.seconds", "ra", 0));
+    let mut snapshot: RegistrySnapshot = rabbit_with_overlap.into();
+    snapshot.clocks[0].overlap = Overlap::BufferOne;
+    let refused = snapshot
+        .validate_for_restore(0)
+        .err()
+        .map(|error| error.to_string());
+    assert!(
+        refused
+            .as_deref()
+            .is_some_and(|error| error.contains("overlap buffer_one needs")),
+        "{refused:?}"
+    );
+}
