@@ -1,0 +1,287 @@
+use super::*;
+
+fn schedule(literal: &str) -> Schedule {
+    Schedule::parse(literal).unwrap_or_else(|err| panic!("{literal}: {err}"))
+}
+
+fn intent(through_ms: u64, now_ms: u64) -> Intent {
+    Intent {
+        through_ms,
+        now_ms,
+        catch_up_ms: 60_000,
+        queue_limit: 3,
+        in_flight_from_ms: None,
+    }
+}
+
+#[test]
+fn ids_are_deterministic() {
+    let clock = ClockId::new("c".into());
+    assert_eq!(TickId::scheduled(&clock, 5_000).as_str(), "c-5000");
+    assert_eq!(TickId::manual(&clock, 7).as_str(), "c-m7");
+}
+
+#[test]
+fn messages_carry_every_spec_field() {
+    let tick = Tick {
+        id: TickId::scheduled(&ClockId::new("c".into()), 1_700_000_000_000),
+        clock: ClockId::new("c".into()),
+        name: "n".into(),
+        schedule: schedule("every.10.seconds"),
+        due_at_ms: 1_700_000_000_000,
+        manual: false,
+        skipped: 0,
+    };
+    let message = tick.message();
+    assert_eq!(message.scheduled_at, "2023-11-14T22:13:20.000Z");
+    assert_eq!(message.tick_id, "c-1700000000000");
+    assert_eq!(tick.expiry_ms(), Some(9_999));
+    assert_eq!(
+        Tick {
+            manual: true,
+            ..tick
+        }
+        .expiry_ms(),
+        None
+    );
+}
+
+#[test]
+fn an_intent_files_the_instants_of_its_window() {
+    let ledger = TickLedger {
+        intended_through_ms: 10_000,
+        ..TickLedger::default()
+    };
+    let cursor = Cursor::starting(0);
+    let every_second = schedule("every.1.seconds");
+    let (instants, coalesced) =
+        ledger.due_instants(&every_second, &cursor, &intent(12_500, 12_000));
+    assert_eq!((instants, coalesced), (vec![11_000, 12_000], 0));
+    // A clock registered at 11 500 starts after it.
+    let young = Cursor::starting(11_500);
+    assert_eq!(
+        ledger
+            .due_instants(&every_second, &young, &intent(12_500, 12_000))
+            .0,
+        vec![12_000]
+    );
+    assert!(
+        ledger
+            .due_instants(&schedule("@never"), &cursor, &intent(99_000, 0))
+            .0
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_long_outage_is_coalesced_beyond_the_catch_up_window() {
+    let ledger = TickLedger {
+        intended_through_ms: 0,
+        ..TickLedger::default()
+    };
+    let cursor = Cursor::starting(0);
+    // Down from 0 to 100 s, window 60 s: instants 1..=39 s are older than the cutoff (40 s);
+    // 39 s stands for them all, 40..=100 s are delivered one by one.
+    let (instants, coalesced) = ledger.due_instants(
+        &schedule("every.1.seconds"),
+        &cursor,
+        &intent(100_000, 100_000),
+    );
+    assert_eq!(coalesced, 38);
+    assert_eq!(instants.first(), Some(&39_000));
+    assert_eq!(instants[1], 40_000);
+    assert_eq!(instants.last(), Some(&100_000));
+    assert_eq!(instants.len(), 62);
+    let mut sorted = instants.clone();
+    sorted.dedup();
+    assert_eq!(sorted, instants, "no instant twice");
+}
+
+#[test]
+fn an_outbox_waiting_for_the_broker_keeps_one_overdue_tick_per_clock() {
+    let mut ledger = TickLedger::default();
+    let (a, b) = (ClockId::new("a".into()), ClockId::new("b".into()));
+    let tick = |clock: &ClockId, at: u64, manual: bool| Tick {
+        id: if manual {
+            TickId::manual(clock, at)
+        } else {
+            TickId::scheduled(clock, at)
+        },
+        clock: clock.clone(),
+        name: "n".into(),
+        schedule: schedule("every.1.seconds"),
+        due_at_ms: at,
+        manual,
+        skipped: 0,
+    };
+    for at in [1_000, 2_000, 3_000, 70_000] {
+        ledger.file(Level::V0_3, tick(&a, at, false), Destination::Outbox, 1);
+    }
+    ledger.file(Level::V0_3, tick(&b, 2_500, false), Destination::Outbox, 1);
+    ledger.file(Level::V0_3, tick(&a, 1_500, true), Destination::Outbox, 1);
+    assert_eq!(ledger.coalesce_outbox(Level::V0_3, 10_000).len(), 2);
+    let left: Vec<&str> = ledger.outbox.values().map(|t| t.id.as_str()).collect();
+    assert_eq!(left, ["a-m1500", "b-2500", "a-3000", "a-70000"]);
+    assert_eq!(ledger.counters.coalesced, 2);
+    assert_eq!(
+        ledger.coalesce_outbox(Level::V0_3, 10_000).len(),
+        0,
+        "idempotent"
+    );
+}
+
+/// An http clock on queue `q`, for the pop tests.
+fn http_clock() -> (Clock, QueueId) {
+    let queue = QueueId::new("q".into());
+    let clock = Clock {
+        id: ClockId::new("c".into()),
+        name: "n".into(),
+        schedule: schedule("every.1.seconds"),
+        status: crate::clock::ClockStatus::Active,
+        channel: crate::clock::Channel::Http {
+            queue_id: queue.clone(),
+        },
+        overlap: crate::Overlap::Allow,
+    };
+    (clock, queue)
+}
+
+fn scheduled_at(clock: &Clock, at: u64) -> Tick {
+    Tick::scheduled(&clock.id, &clock.name, &clock.schedule, at)
+}
+
+#[test]
+fn http_queues_are_bounded_and_pop_only_due_ticks() {
+    let mut ledger = TickLedger::default();
+    let (clock, queue) = http_clock();
+    for at in [1_000, 2_000, 3_000, 4_000, 5_000] {
+        ledger.file(
+            Level::V0_3,
+            scheduled_at(&clock, at),
+            Destination::Queue(&queue),
+            3,
+        );
+    }
+    assert_eq!(ledger.counters.dropped, 2);
+    assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
+    let popped: Vec<u64> = ledger
+        .pop_due(&clock, &queue, 4_500, "p1".into(), MAX_POP_TICKS)
+        .iter()
+        .map(|t| t.due_at_ms)
+        .collect();
+    assert_eq!(popped, vec![3_000, 4_000]);
+    assert_eq!(ledger.next_due_in_queue(&queue), Some(5_000));
+    assert!(
+        ledger
+            .pop_due(&clock, &queue, 4_500, "p2".into(), MAX_POP_TICKS)
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_pop_returns_at_most_the_maximum_and_its_replay_keeps_only_ids() {
+    let mut ledger = TickLedger::default();
+    let (clock, queue) = http_clock();
+    let filed = MAX_POP_TICKS * 2 + 5;
+    for at in 1..=filed {
+        let at = u64::try_from(at).unwrap_or(u64::MAX) * 1_000;
+        ledger.file(
+            Level::V0_3,
+            scheduled_at(&clock, at),
+            Destination::Queue(&queue),
+            10_000,
+        );
+    }
+    let later = scheduled_at(&clock, 1_000_000_000);
+    ledger.file(
+        Level::V0_3,
+        later.clone(),
+        Destination::Queue(&queue),
+        10_000,
+    );
+    let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS);
+    assert_eq!(first.len(), MAX_POP_TICKS);
+    assert_eq!(
+        first.first().map(|t| t.due_at_ms),
+        Some(1_000),
+        "oldest first"
+    );
+    // A retry gets the same ticks back, rebuilt whole from the replay record.
+    assert_eq!(
+        ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS),
+        first
+    );
+    let replay = ledger.pop_replays.get(&queue).map(|r| r.ticks.len());
+    assert_eq!(replay, Some(MAX_POP_TICKS));
+    let second = ledger.pop_due(&clock, &queue, 999_999_999, "p2".into(), MAX_POP_TICKS);
+    assert_eq!(second.len(), MAX_POP_TICKS);
+    assert!(first.last().map(|t| t.due_at_ms) < second.first().map(|t| t.due_at_ms));
+    let third = ledger.pop_due(&clock, &queue, 999_999_999, "p3".into(), MAX_POP_TICKS);
+    assert_eq!(third.len(), 5);
+    // The tick filed ahead of its instant stayed, in due order behind the others.
+    assert_eq!(ledger.queues.get(&queue).map(|q| q.len()), Some(1));
+    assert_eq!(ledger.next_due_in_queue(&queue), Some(later.due_at_ms));
+}
+
+#[test]
+fn a_pop_at_level_1_removes_every_due_tick_as_v0_1_0_did() {
+    let mut ledger = TickLedger::default();
+    let (clock, queue) = http_clock();
+    let filed = MAX_POP_TICKS * 3;
+    for at in 1..=filed {
+        let at = u64::try_from(at).unwrap_or(u64::MAX) * 1_000;
+        ledger.file(
+            Level::V0_3,
+            scheduled_at(&clock, at),
+            Destination::Queue(&queue),
+            10_000,
+        );
+    }
+    let max = Level::V0_1.max_pop_ticks();
+    let popped = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), max);
+    assert_eq!(popped.len(), filed);
+    assert!(
+        !ledger.queues.contains_key(&queue),
+        "an emptied queue is no entry"
+    );
+    assert_eq!(Level::V0_2.max_pop_ticks(), MAX_POP_TICKS);
+}
+
+#[test]
+fn an_intent_is_bounded_to_its_window_whatever_it_holds() {
+    let wild = Intent {
+        through_ms: u64::MAX,
+        now_ms: 1_000,
+        catch_up_ms: u64::MAX,
+        queue_limit: 0,
+        in_flight_from_ms: None,
+    };
+    assert_eq!(
+        wild.bounded(),
+        Intent {
+            through_ms: 1_000 + MAX_LOOKAHEAD_MS,
+            now_ms: 1_000,
+            catch_up_ms: MAX_CATCH_UP_MS,
+            queue_limit: 1,
+            in_flight_from_ms: None,
+        }
+    );
+    let sane = intent(12_500, 12_000);
+    assert_eq!(sane.bounded(), sane, "a leader's intent is unchanged");
+}
+
+#[test]
+fn a_snapshot_from_before_pop_replays_still_loads() -> Result<(), serde_json::Error> {
+    // Earlier versions kept the whole popped ticks under `last_pops`.
+    let old = serde_json::json!({
+        "intended_through_ms": 5,
+        "last_pops": {"q": ["r", []]},
+        "manual_sequence": 2,
+    });
+    let ledger: crate::LedgerSnapshot = serde_json::from_value(old)?;
+    let ledger = ledger.ticks;
+    assert_eq!(ledger.intended_through_ms, 5);
+    assert!(ledger.pop_replays.is_empty());
+    assert_eq!(ledger.queue_limit, DEFAULT_QUEUE_LIMIT);
+    Ok(())
+}
