@@ -156,6 +156,7 @@ impl Command {
         match self {
             Command::SetLevel { .. } => Level::V0_2,
             Command::Lease { .. } | Command::Ack { .. } => Level::V0_3,
+            Command::Confirm { settled_ms, .. } if !settled_ms.is_empty() => Level::V0_3,
             Command::Register { schedule, .. } if schedule.is_calendar() => Level::V0_3,
             Command::Register {
                 channel: Channel::Webhook(_),
@@ -234,6 +235,7 @@ mod tests {
                 ticks: vec![],
                 published_ms: vec![],
                 attempts: vec![],
+                settled_ms: vec![],
             },
             Command::Pop {
                 queue: queue.clone(),
@@ -298,6 +300,16 @@ mod tests {
             assert!(Levels::THIS_BINARY.contains(command.introduced_in()));
         }
         assert!(!Levels::UNADVERTISED.contains(Level::V0_2));
+        let overlap_confirm = Command::Confirm {
+            ticks: vec![(
+                1,
+                crate::TickId::manual(&crate::ClockId::new("c".into()), 1),
+            )],
+            published_ms: vec![Some(1)],
+            attempts: vec![],
+            settled_ms: vec![Some(2)],
+        };
+        assert_eq!(overlap_confirm.introduced_in(), Level::V0_3);
     }
 
     #[test]

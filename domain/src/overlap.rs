@@ -27,13 +27,14 @@
 //! An instant skipped when no later tick is filed yet is carried (the ledger's `overlap_carry`)
 //! into the clock's next filed scheduled tick.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{ClockId, QueueId};
-use crate::ticks::{Tick, TickLedger};
+use crate::shared_map::SharedMap;
+use crate::ticks::{Tick, TickId, TickLedger};
 
 /// What a clock does with an instant that falls due while its previous tick is still
 /// unacknowledged; see the module documentation.
@@ -107,53 +108,80 @@ impl TickLedger {
             return 0;
         }
         // A leased tick, open or run out, is the head; otherwise the oldest due waiting one.
-        let head_leased = self.leased_in_queue(queue_id) > 0;
+        let head_in_line = self.leased_in_queue(queue_id) == 0;
         let Some(queue) = self.queues.get_mut(queue_id) else {
             return 0;
         };
-        let due: Vec<usize> = queue
-            .iter()
-            .enumerate()
-            .filter(|(_, tick)| tick.due_at_ms <= now_ms)
-            .map(|(index, _)| index)
-            .collect();
-        let behind_from = usize::from(!head_leased);
-        let mut behind: Vec<usize> = due
-            .into_iter()
-            .skip(behind_from)
-            .filter(|index| queue.get(*index).is_some_and(|tick| !tick.manual))
-            .collect();
-        if overlap == Overlap::BufferOne {
-            // The newest waits behind the head.
-            behind.pop();
-        }
-        if behind.is_empty() {
+        let verdict = Verdict::of(queue.iter(), head_in_line, overlap, now_ms);
+        if verdict.skipped.is_empty() {
             return 0;
         }
-        let skipped = remove_indices(queue, &behind);
-        let count = u64::try_from(skipped.len()).unwrap_or(u64::MAX);
-        // The next tick in line counts them: the buffered one, or the first filed ahead.
-        let next = queue.iter_mut().find(|tick| {
-            !tick.manual
-                && skipped
-                    .first()
-                    .is_some_and(|first| tick.due_at_ms > first.due_at_ms)
-        });
-        match next {
-            Some(next) => skipped.iter().for_each(|gone| next.absorb(gone)),
-            None => {
-                let carried: u32 = skipped.iter().fold(0, |sum: u32, gone| {
-                    sum.saturating_add(1).saturating_add(gone.skipped)
-                });
-                let carry = self.overlap_carry.entry(clock.clone()).or_default();
-                *carry = carry.saturating_add(carried);
-            }
-        }
+        let skipped = remove_indices(queue, &verdict.skipped);
+        let next = verdict
+            .counted_by_once_removed()
+            .and_then(|index| queue.get_mut(index));
+        let count = count_skipped(&mut self.overlap_carry, clock, &skipped, next);
         if self.queues.get(queue_id).is_some_and(VecDeque::is_empty) {
             self.queues.remove(queue_id);
         }
         self.counters.skipped = self.counters.skipped.saturating_add(count);
         count
+    }
+
+    /// Applies overlap control to the outbox (webhook clocks, whose receiver's 2xx is the
+    /// acknowledgement) once a publisher settled a clock's unacknowledged tick: `settled` is,
+    /// per clock, its overlap, the settled tick's instant and the leader's clock when the
+    /// publisher settled it. The clock's scheduled ticks due by then fell due while that tick
+    /// was unacknowledged: they are skipped (all but the newest with [`Overlap::BufferOne`])
+    /// and counted in the next tick. Returns how many instants each clock skipped.
+    ///
+    /// One pass over the outbox from the oldest settled instant on: the ticks in flight, held
+    /// behind their clocks' unacknowledged ones, and filed ahead.
+    pub(crate) fn settle_outbox_overlap(
+        &mut self,
+        settled: &HashMap<ClockId, SettledHead>,
+    ) -> Vec<(ClockId, u64)> {
+        let Some(from_ms) = settled.values().map(|head| head.due_at_ms).min() else {
+            return Vec::new();
+        };
+        let mut lines: BTreeMap<ClockId, Vec<(u64, TickId)>> = BTreeMap::new();
+        for (key, tick) in self.outbox.range((from_ms, TickId::lowest())..) {
+            if settled
+                .get(&tick.clock)
+                .is_some_and(|head| tick.due_at_ms >= head.due_at_ms)
+            {
+                lines
+                    .entry(tick.clock.clone())
+                    .or_default()
+                    .push(key.clone());
+            }
+        }
+        let mut skipped_by_clock = Vec::new();
+        for (clock, keys) in lines {
+            let Some(head) = settled.get(&clock) else {
+                continue;
+            };
+            let line = keys.iter().filter_map(|key| self.outbox.get(key));
+            // The settled tick has left the outbox: every tick of the line is behind it.
+            let verdict = Verdict::of(line, false, head.overlap, head.settled_ms);
+            let skipped: Vec<Tick> = verdict
+                .skipped
+                .iter()
+                .filter_map(|index| keys.get(*index))
+                .filter_map(|key| self.outbox.remove(key))
+                .collect();
+            if skipped.is_empty() {
+                continue;
+            }
+            let next = verdict
+                .counted_by
+                .and_then(|index| keys.get(index))
+                .and_then(|key| self.outbox.get_mut(key));
+            let count = count_skipped(&mut self.overlap_carry, &clock, &skipped, next);
+            self.counters.skipped = self.counters.skipped.saturating_add(count);
+            skipped_by_clock.push((clock, count));
+        }
+        skipped_by_clock
     }
 
     /// The most ticks a lease or a pop of `queue_id` may take at `now_ms` under `overlap`,
@@ -184,6 +212,112 @@ impl TickLedger {
             tick.skipped = tick.skipped.saturating_add(carried);
         }
     }
+}
+
+/// A clock's unacknowledged outbox tick, as a publisher settled it (`Command::Confirm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SettledHead {
+    /// The clock's overlap control.
+    pub overlap: Overlap,
+    /// The settled tick's instant.
+    pub due_at_ms: u64,
+    /// The leader's clock when the publisher settled it: the instants due by then fell due
+    /// while it was unacknowledged.
+    pub settled_ms: u64,
+}
+
+/// What overlap control does to one clock's undelivered ticks (its *line*, oldest first) at
+/// one moment.
+#[derive(Debug, PartialEq, Eq)]
+struct Verdict {
+    /// The positions in the line of the ticks skipped, increasing.
+    skipped: Vec<usize>,
+    /// The position of the tick that counts them: the first scheduled tick after the oldest
+    /// skipped one that stays (the buffered one, or the first filed ahead). `None` when no
+    /// later tick is filed yet: the count is carried into the next one.
+    counted_by: Option<usize>,
+}
+
+impl Verdict {
+    /// The verdict on `line` at `now_ms`: the scheduled ticks due by then behind the
+    /// unacknowledged one are skipped, all of them with [`Overlap::Skip`], all but the newest
+    /// with [`Overlap::BufferOne`]. `head_in_line` says whether the unacknowledged tick is the
+    /// line's first due tick (a waiting tick nobody took yet) rather than one held outside it
+    /// (leased, or in a receiver's hands). Manual ticks are never skipped.
+    fn of<'a>(
+        line: impl Iterator<Item = &'a Tick>,
+        head_in_line: bool,
+        overlap: Overlap,
+        now_ms: u64,
+    ) -> Verdict {
+        let line: Vec<&Tick> = line.collect();
+        if overlap.is_allow() {
+            return Verdict {
+                skipped: Vec::new(),
+                counted_by: None,
+            };
+        }
+        let due = line
+            .iter()
+            .enumerate()
+            .filter(|(_, tick)| tick.due_at_ms <= now_ms)
+            .map(|(index, _)| index);
+        let mut skipped: Vec<usize> = due
+            .skip(usize::from(head_in_line))
+            .filter(|index| line.get(*index).is_some_and(|tick| !tick.manual))
+            .collect();
+        if overlap == Overlap::BufferOne {
+            // The newest waits behind the head.
+            skipped.pop();
+        }
+        let first_due = skipped
+            .first()
+            .and_then(|index| line.get(*index))
+            .map(|tick| tick.due_at_ms);
+        let counted_by = first_due.and_then(|first_due| {
+            line.iter().enumerate().position(|(index, tick)| {
+                !tick.manual && tick.due_at_ms > first_due && !skipped.contains(&index)
+            })
+        });
+        Verdict {
+            skipped,
+            counted_by,
+        }
+    }
+
+    /// The position of [`counted_by`](Self::counted_by) once the skipped ticks have left the
+    /// line.
+    fn counted_by_once_removed(&self) -> Option<usize> {
+        let index = self.counted_by?;
+        let before = self
+            .skipped
+            .iter()
+            .filter(|skipped| **skipped < index)
+            .count();
+        index.checked_sub(before)
+    }
+}
+
+/// Counts the `skipped` ticks of `clock` in `next`, the tick that follows them, or, when no
+/// later tick is filed yet, in the clock's carry for its next one. Returns how many were
+/// skipped.
+fn count_skipped(
+    carry: &mut SharedMap<ClockId, u32>,
+    clock: &ClockId,
+    skipped: &[Tick],
+    next: Option<&mut Tick>,
+) -> u64 {
+    match next {
+        Some(next) => skipped.iter().for_each(|gone| next.absorb(gone)),
+        None => {
+            let carried: u32 = skipped.iter().fold(0, |sum: u32, gone| {
+                sum.saturating_add(1).saturating_add(gone.skipped)
+            });
+            let carry = carry.entry(clock.clone()).or_default();
+            *carry = carry.saturating_add(carried);
+        }
+    }
+    u64::try_from(skipped.len()).unwrap_or(u64::MAX)
 }
 
 /// Removes the ticks at `indices` (increasing) from `queue` and returns them in order.

@@ -99,6 +99,11 @@ impl TickId {
         TickId(format!("{clock}-m{sequence}"))
     }
 
+    /// The least id of all, to start a range of outbox keys at an instant.
+    pub(crate) fn lowest() -> Self {
+        TickId(String::new())
+    }
+
     /// The id as it appears in messages.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -784,7 +789,7 @@ impl TickLedger {
     pub fn coalesce_outbox(&mut self, level: Level, cutoff_ms: u64) -> Vec<ClockId> {
         let mut newest: BTreeMap<ClockId, (u64, TickId)> = BTreeMap::new();
         let mut older = Vec::new();
-        let overdue = self.outbox.range(..(cutoff_ms, TickId(String::new())));
+        let overdue = self.outbox.range(..(cutoff_ms, TickId::lowest()));
         for (key, tick) in overdue.filter(|(_, tick)| !tick.manual) {
             // Keys come in due order, so the last one seen per clock is its newest.
             if let Some(previous) = newest.insert(tick.clock.clone(), key.clone()) {

@@ -15,10 +15,11 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Value, json};
 use tickd_domain::leases::MAX_LEASE_TICKS;
+use tickd_domain::webhook::SECRET_BYTES;
 use tickd_domain::{
     Channel, ClockId, Command, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE,
     MAX_POP_TICKS, Outcome, Overlap, QueueId, Receipt, Registry, RegistrySnapshot, RestoreDocument,
-    Schedule, Tick, TickId, TickLedger,
+    Schedule, Tick, TickId, TickLedger, Webhook, WebhookSecret, WebhookUrl,
 };
 
 /// Cases per property unless `PROPTEST_CASES` says otherwise: enough to hit every command
@@ -105,7 +106,18 @@ fn channel() -> impl Strategy<Value = Channel> {
     prop_oneof![
         queue_id().prop_map(|queue_id| Channel::Http { queue_id }),
         Just(Channel::Rabbit),
+        Just(webhook()),
     ]
+}
+
+/// A webhook channel: its ticks go to the outbox, as RabbitMQ's do, and take overlap control.
+fn webhook() -> Channel {
+    let url = WebhookUrl::parse("https://receiver.example/t")
+        .unwrap_or_else(|error| panic!("a valid url: {error}"));
+    Channel::Webhook(Box::new(Webhook {
+        url,
+        secret: WebhookSecret::from_bytes([7; SECRET_BYTES]),
+    }))
 }
 
 fn overlap() -> impl Strategy<Value = Overlap> {
@@ -162,16 +174,20 @@ fn plain_command() -> impl Strategy<Value = Command> {
         1 => (
             vec((instant(), clock_id(), instant()), 0..3),
             vec(proptest::option::of(instant()), 0..3),
-            vec(any::<u32>(), 0..3)
+            vec(any::<u32>(), 0..3),
+            vec(proptest::option::of(instant()), 0..3)
         )
-            .prop_map(|(keys, published_ms, attempts)| Command::Confirm {
-                ticks: keys
-                    .into_iter()
-                    .map(|(due, clock, at)| (due, TickId::scheduled(&clock, at)))
-                    .collect(),
-                published_ms,
-                attempts,
-            }),
+            .prop_map(
+                |(keys, published_ms, attempts, settled_ms)| Command::Confirm {
+                    ticks: keys
+                        .into_iter()
+                        .map(|(due, clock, at)| (due, TickId::scheduled(&clock, at)))
+                        .collect(),
+                    published_ms,
+                    attempts,
+                    settled_ms,
+                }
+            ),
         2 => (queue_id(), instant(), prop_oneof![Just("r0"), Just("r1")]).prop_map(
             |(queue, now_ms, request)| Command::Pop {
                 queue,

@@ -6,14 +6,14 @@
 //! at every cluster level a release still applies, and return after bounded work whatever the
 //! command holds. The store only keeps the clocks and answers queries; the rules live here.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{Command, Outcome, Registry};
 use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name};
 use crate::clocks_stamp::ClocksStamp;
 use crate::leases::{LeaseTerms, Leasing, MAX_ACK_RECEIPTS, MAX_OPEN_LEASES, Receipt};
 use crate::level::{Level, Levels};
-use crate::overlap::Overlap;
+use crate::overlap::{Overlap, SettledHead};
 use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
 use crate::ticks::{
@@ -52,7 +52,8 @@ impl Registry {
                 ticks,
                 published_ms,
                 attempts,
-            } => self.confirm(level, ticks, published_ms, attempts),
+                settled_ms,
+            } => self.confirm(level, ticks, published_ms, attempts, settled_ms),
             Command::Pop {
                 queue,
                 now_ms,
@@ -266,23 +267,33 @@ impl Registry {
     }
 
     /// Removes the ticks the publisher settled from the outbox; those it delivered count as
-    /// delivered when they were published, and every tick's attempts are counted.
+    /// delivered when they were published, and every tick's attempts are counted. Then the
+    /// instants that fell due behind a settled tick of a clock with overlap control are
+    /// decided ([`TickLedger::settle_outbox_overlap`]).
     fn confirm(
         &mut self,
         level: Level,
         ticks: Vec<(u64, TickId)>,
         published_ms: Vec<Option<u64>>,
         attempts: Vec<u32>,
+        settled_ms: Vec<Option<u64>>,
     ) -> Outcome {
         let published =
             (level.keeps_tick_stats() && published_ms.len() == ticks.len()).then_some(published_ms);
         let attempts = (attempts.len() == ticks.len()).then_some(attempts);
+        let settled_ms =
+            (level.has_overlap() && settled_ms.len() == ticks.len()).then_some(settled_ms);
+        let mut heads: HashMap<ClockId, SettledHead> = HashMap::new();
         let mut count = 0u64;
         for (index, key) in ticks.into_iter().enumerate() {
             let Some(tick) = self.ledger.settle(&key) else {
                 continue;
             };
             count = count.saturating_add(1);
+            let settled_at = settled_ms.as_ref().and_then(|all| all.get(index).copied());
+            if let Some(settled_at_ms) = settled_at.flatten() {
+                self.note_settled_head(&mut heads, &tick, settled_at_ms);
+            }
             let Some(delivered_at) = published.as_ref().and_then(|all| all.get(index).copied())
             else {
                 continue;
@@ -296,7 +307,33 @@ impl Registry {
                 .unwrap_or(1);
             self.note_attempts(&tick, attempts, delivered_at.is_none());
         }
+        for (clock, skipped) in self.ledger.settle_outbox_overlap(&heads) {
+            self.note_skipped(&clock, skipped);
+        }
         Outcome::Confirmed { count }
+    }
+
+    /// Notes `tick`, settled at `settled_ms`, as its clock's unacknowledged tick if the clock
+    /// has overlap control. A leader never confirms two ticks of such a clock at once (it holds
+    /// the next until the first has left the outbox); a confirmation that does is judged by the
+    /// first.
+    fn note_settled_head(
+        &self,
+        heads: &mut HashMap<ClockId, SettledHead>,
+        tick: &Tick,
+        settled_ms: u64,
+    ) {
+        let Some(clock) = self.clocks.get(&tick.clock) else {
+            return;
+        };
+        if clock.overlap.is_allow() {
+            return;
+        }
+        heads.entry(tick.clock.clone()).or_insert(SettledHead {
+            overlap: clock.overlap,
+            due_at_ms: tick.due_at_ms,
+            settled_ms,
+        });
     }
 
     /// Counts the `attempts` of a settled tick; one that nobody received was given up if its
@@ -816,16 +853,17 @@ fn check_overlap(level: Level, channel: &Channel, overlap: Overlap) -> Result<()
 }
 
 /// Whether a clock of `channel` can have `overlap`: overlap control needs an acknowledgement
-/// of each tick (an http queue's ack, or its pop), which RabbitMQ's channel does not report.
+/// of each tick (an http queue's ack or its pop, a webhook receiver's 2xx), which RabbitMQ's
+/// channel does not report.
 pub fn overlap_fits(channel: &Channel, overlap: Overlap) -> Result<(), String> {
     match channel {
         _ if overlap.is_allow() => Ok(()),
-        Channel::Http { .. } => Ok(()),
-        Channel::Rabbit | Channel::Webhook(_) => Err(format!(
+        Channel::Http { .. } | Channel::Webhook(_) => Ok(()),
+        Channel::Rabbit => Err(format!(
             "overlap {overlap} needs a channel whose consumer acknowledges each tick: an http \
-             queue (its lease and ack, or its pop); RabbitMQ's channel does not say when a \
-             consumer is done, and webhook clocks do not have overlap control yet; register \
-             with \"channel\": {{\"type\": \"http\"}} or without \"overlap\""
+             queue (its lease and ack, or its pop) or a webhook (its receiver's 2xx); \
+             RabbitMQ's channel does not say when a consumer is done; register with \
+             \"channel\": {{\"type\": \"http\"}} or without \"overlap\""
         )),
     }
 }

@@ -92,6 +92,14 @@ pub enum Command {
         /// webhooks did; ignored unless it has one entry per tick.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         attempts: Vec<u32>,
+        /// For each of `ticks`, in the same order: for a tick of a clock with overlap control
+        /// (SPEC §5a), the leader's clock when the publisher settled it (its receiver's 2xx,
+        /// or its giving up); `None` for the others. The clock's instants due by then fell due
+        /// while it was unacknowledged (`crate::overlap`). Empty when no tick is of such a
+        /// clock, as before overlap control; applied from level 3 and ignored unless it has
+        /// one entry per tick.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        settled_ms: Vec<Option<u64>>,
     },
     /// A poll of an http queue: remove and return the ticks due at `now_ms`.
     ///

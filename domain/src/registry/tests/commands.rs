@@ -118,6 +118,7 @@ fn command_kinds_name_each_command_for_spans_and_metrics() {
                 ticks: Vec::new(),
                 published_ms: Vec::new(),
                 attempts: Vec::new(),
+                settled_ms: Vec::new(),
             },
             "confirm",
         ),

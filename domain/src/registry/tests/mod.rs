@@ -14,6 +14,7 @@ mod levels;
 mod lifecycle;
 mod lists;
 mod overlap;
+mod overlap_webhooks;
 mod restore;
 mod skipped;
 mod snapshots;
@@ -180,6 +181,7 @@ fn outage_then_deliveries(level: Level) -> (Registry, Clock) {
             ticks: vec![key(90_000), key(100_000)],
             published_ms: vec![Some(165_000), None],
             attempts: Vec::new(),
+            settled_ms: Vec::new(),
         },
     );
     for command in [

@@ -31,6 +31,7 @@ fn intents_file_the_ticks_of_active_clocks_once() {
         ticks: vec![(1_000, TickId::scheduled(&id("ra"), 1_000))],
         published_ms: Vec::new(),
         attempts: Vec::new(),
+        settled_ms: Vec::new(),
     });
     assert_eq!(confirmed, Outcome::Confirmed { count: 1 });
     assert_eq!(outbox_ids(&registry), ["ra-2000", "rb-2000"]);
@@ -353,6 +354,7 @@ fn confirm_counts_each_tick_it_removes_once() {
         ticks: vec![key(1_000), key(2_000), key(2_000), key(9_000)],
         published_ms: Vec::new(),
         attempts: Vec::new(),
+        settled_ms: Vec::new(),
     });
     assert_eq!(confirmed, Outcome::Confirmed { count: 2 });
     assert_eq!(outbox_ids(&registry), ["ra-3000"]);
@@ -434,6 +436,7 @@ fn manual_ticks_waiting_for_the_broker_are_refused_past_the_queue_limit() {
         ticks: vec![first],
         published_ms: Vec::new(),
         attempts: Vec::new(),
+        settled_ms: Vec::new(),
     });
     assert!(matches!(tick(&mut registry, "ra", 5), Outcome::Updated(_)));
 }
