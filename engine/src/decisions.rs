@@ -26,11 +26,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use tickd_domain::{
-    Channel, ClockId, ClockStatus, Intent, KeyChange, Registry, SharedMap, Tick, TickId,
+    Channel, ClockId, ClockStatus, Command, Intent, KeyChange, Registry, SharedMap, Tick, TickId,
     key_changes,
 };
 use tokio::time::Instant;
 
+use self::lines::Lines;
 use crate::EngineConfig;
 use crate::lease::Lease;
 use crate::publisher::{self, Destination, PublishOutcome};
@@ -126,6 +127,10 @@ pub struct Confirmation {
     pub published_ms: Option<u64>,
     /// The attempts this leader made, the last one included.
     pub attempts: u32,
+    /// For a tick of a clock with overlap control, the leader's clock when the publisher
+    /// settled it: its acknowledgement, which decides the instants that fell due behind it
+    /// (`Command::Confirm`). `None` for the others.
+    pub settled_ms: Option<u64>,
 }
 
 /// A tick whose last attempt failed and that waits before the next one.
@@ -139,8 +144,8 @@ struct Retry {
 
 /// The leader's state between two steps, for one term.
 ///
-/// Every outbox key this leader has seen is in exactly one of `ready`, `in_flight` and the
-/// waiting part of `retries`, so finding what to publish next costs the ticks it returns, not
+/// Every outbox key this leader has seen is in exactly one of `ready`, `in_flight`, the
+/// waiting part of `retries` and the ticks `lines` holds, so finding what to publish next costs the ticks it returns, not
 /// the ticks in flight: during a burst ten thousand ticks are in flight, and scanning past them
 /// after every applied entry and every pass was a tenth of the leader's CPU.
 #[derive(Debug)]
@@ -177,6 +182,9 @@ pub struct Decisions {
     retries: HashMap<OutboxKey, Retry>,
     /// The ticks of `retries` still waiting, by the instant their wait ends.
     waiting: BTreeSet<(Instant, OutboxKey)>,
+    /// The ticks of clocks with overlap control: only each clock's head is ever ready, in
+    /// flight or waiting; the others are held until it leaves the outbox.
+    lines: Lines,
 }
 
 impl Decisions {
@@ -188,11 +196,12 @@ impl Decisions {
             .take_while(|(due_at, _)| *due_at <= now.wall_ms)
             .cloned()
             .collect();
-        Self {
+        let mut decisions = Self {
             config,
             lease: Lease::default(),
-            seen: outbox.clone(),
-            ready: outbox.keys().cloned().collect(),
+            // Every tick of the outbox is new to this leader: the first look places each.
+            seen: SharedMap::new(),
+            ready: BTreeSet::new(),
             in_flight: HashSet::new(),
             abandoned: BTreeSet::new(),
             confirmed: Vec::new(),
@@ -200,7 +209,10 @@ impl Decisions {
             publish_paused_until: None,
             retries: HashMap::new(),
             waiting: BTreeSet::new(),
-        }
+            lines: Lines::default(),
+        };
+        decisions.look(registry);
+        decisions
     }
 
     /// Catches up with the registry's outbox: ticks filed since the last look are ready, ticks
@@ -215,7 +227,9 @@ impl Decisions {
         for change in key_changes(&seen, outbox) {
             match change {
                 KeyChange::Added(key) => {
-                    self.ready.insert(key.clone());
+                    if self.may_go_out(key, registry) {
+                        self.ready.insert(key.clone());
+                    }
                 }
                 KeyChange::Removed(key) => {
                     self.ready.remove(key);
@@ -224,9 +238,26 @@ impl Decisions {
                     if let Some(retry) = self.retries.remove(key) {
                         self.waiting.remove(&(retry.not_before, key.clone()));
                     }
+                    if let Some(head) = self.lines.removed(key) {
+                        self.ready.insert(head);
+                    }
                 }
             }
         }
+    }
+
+    /// Whether a tick just filed under `key` may go out once due: always, unless its clock
+    /// has overlap control and an older tick of it is still in the outbox, unacknowledged.
+    fn may_go_out(&mut self, key: &OutboxKey, registry: &Registry) -> bool {
+        let outbox = registry.ledger().outbox();
+        let Some(clock) = outbox.get(key).map(|tick| &tick.clock) else {
+            return true;
+        };
+        let overlap = registry.get(clock).map(|clock| clock.overlap);
+        if overlap.is_none_or(|overlap| overlap.is_allow()) {
+            return true;
+        }
+        self.lines.filed(key, clock)
     }
 
     /// Makes ready again the ticks whose wait for their next attempt is over at `now`.
@@ -346,6 +377,7 @@ impl Decisions {
                 key,
                 published_ms: None,
                 attempts: 1,
+                settled_ms: None,
             });
         }
         outgoing
@@ -369,7 +401,8 @@ impl Decisions {
 
     /// Records what the publisher said at `now` about one tick; true if it must be published
     /// again.
-    pub fn settle(&mut self, key: OutboxKey, settled: Settled, now: Instant) -> bool {
+    pub fn settle(&mut self, key: OutboxKey, settled: Settled, now: Now) -> bool {
+        let at = now.instant;
         // Every outcome but an expiry ends an attempt.
         let attempted = u32::from(!matches!(settled.outcome, PublishOutcome::Expired(_)));
         let published_ms = match settled.outcome {
@@ -381,11 +414,11 @@ impl Decisions {
                 None
             }
             PublishOutcome::RetryAfter { after, .. } => {
-                self.wait(key, now + after, 1);
+                self.wait(key, at + after, 1);
                 return true;
             }
             PublishOutcome::Deferred { after, .. } => {
-                self.wait(key, now + after, 0);
+                self.wait(key, at + after, 0);
                 return true;
             }
             PublishOutcome::Failed(_) => {
@@ -400,10 +433,14 @@ impl Decisions {
             self.waiting.remove(&(retry.not_before, key.clone()));
             retry.attempts
         });
+        // Settling the head of a clock with overlap control acknowledges it: the instants
+        // that fell due until now are decided by the confirmation.
+        let settled_ms = self.lines.is_head(&key).then_some(now.wall_ms);
         self.confirmed.push(Confirmation {
             key,
             published_ms,
             attempts: failed_before.saturating_add(attempted),
+            settled_ms,
         });
         false
     }
@@ -456,9 +493,37 @@ impl Decisions {
     }
 }
 
+/// The `Confirm` command that takes `confirmed` out of the outbox. Attempts go in only when
+/// some tick took more than one, and settlement instants only when some tick is of a clock
+/// with overlap control (which exists from cluster level 3 alone): a cluster without either
+/// writes its confirmations as releases without webhooks did.
+pub fn confirm_command(confirmed: Vec<Confirmation>) -> Command {
+    let attempts: Vec<u32> = if confirmed.iter().any(|tick| tick.attempts != 1) {
+        confirmed.iter().map(|tick| tick.attempts).collect()
+    } else {
+        Vec::new()
+    };
+    let settled_ms: Vec<Option<u64>> = if confirmed.iter().any(|tick| tick.settled_ms.is_some()) {
+        confirmed.iter().map(|tick| tick.settled_ms).collect()
+    } else {
+        Vec::new()
+    };
+    let (ticks, published_ms) = confirmed
+        .into_iter()
+        .map(|tick| (tick.key, tick.published_ms))
+        .unzip();
+    Command::Confirm {
+        ticks,
+        published_ms,
+        attempts,
+        settled_ms,
+    }
+}
+
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+mod lines;
 #[cfg(test)]
 mod tests;

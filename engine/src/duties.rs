@@ -31,7 +31,7 @@ use tokio::time::{Instant, interval, sleep_until};
 use tracing::{Instrument, Span, field};
 
 use crate::decisions::{
-    Confirmation, Decisions, LEASE_RENEW_EVERY, Now, OutboxKey, Outgoing, Settled,
+    Confirmation, Decisions, LEASE_RENEW_EVERY, Now, OutboxKey, Outgoing, Settled, confirm_command,
 };
 use crate::publisher::{PublishOutcome, Publisher};
 use crate::{EngineConfig, telemetry};
@@ -323,7 +323,14 @@ impl<'a> Duties<'a> {
                 }
             }
         }
-        self.decisions.settle(key, settled, Instant::now())
+        // A node whose clock may no longer fire leaves the loop at its next step; until then
+        // the tick's publish instant stands in for the majority's time: a settlement dated
+        // early decides fewer instants behind an acknowledged tick, never more.
+        let at = now(&self.clock).unwrap_or(Now {
+            instant: Instant::now(),
+            wall_ms: settled.published_ms,
+        });
+        self.decisions.settle(key, settled, at)
     }
 
     fn propose_intent(&mut self) {
@@ -434,27 +441,12 @@ impl<'a> Duties<'a> {
         };
         let again = unconfirmed.clone();
         let retry = confirmed.clone();
-        // Attempts go into the command only when some tick took more than one: a cluster
-        // without retries writes its confirmations as releases without webhooks did.
-        let attempts: Vec<u32> = if confirmed.iter().any(|tick| tick.attempts != 1) {
-            confirmed.iter().map(|tick| tick.attempts).collect()
-        } else {
-            Vec::new()
-        };
-        let (ticks, published_ms): (Vec<_>, Vec<_>) = confirmed
-            .into_iter()
-            .map(|tick| (tick.key, tick.published_ms))
-            .unzip();
+        let confirm = confirm_command(confirmed);
         let replica = self.replica.clone();
         // The last step of a tick: the entry that takes it out of the outbox for good.
-        let span = tracing::debug_span!("ack", ticks = ticks.len());
+        let span = tracing::debug_span!("ack", ticks = retry.len());
         tokio::spawn(
             async move {
-                let confirm = Command::Confirm {
-                    ticks,
-                    published_ms,
-                    attempts,
-                };
                 match replica.write(confirm).await {
                     Ok(_) => tracing::debug!("confirmed ticks left the outbox"),
                     // Proposed again with the next confirmations; should this node have lost

@@ -1,6 +1,9 @@
 //! The decisions stepped through instants and events, without a broker, a cluster or a clock.
 
-use tickd_domain::{Command, Outcome as Applied, QueueId, Schedule};
+use tickd_domain::webhook::SECRET_BYTES;
+use tickd_domain::{
+    Outcome as Applied, Overlap, QueueId, Schedule, Webhook, WebhookSecret, WebhookUrl,
+};
 
 use super::*;
 use crate::lease::LEASE;
@@ -25,6 +28,16 @@ fn start() -> Now {
 }
 
 fn register(registry: &mut Registry, name: &str, channel: Channel, now: Now) -> ClockId {
+    register_with(registry, name, channel, Overlap::Allow, now)
+}
+
+fn register_with(
+    registry: &mut Registry,
+    name: &str,
+    channel: Channel,
+    overlap: Overlap,
+    now: Now,
+) -> ClockId {
     let command = Command::Register {
         name: name.to_owned(),
         schedule: Schedule::parse("every.1.seconds").expect("a valid schedule"),
@@ -32,7 +45,7 @@ fn register(registry: &mut Registry, name: &str, channel: Channel, now: Now) -> 
         channel,
         max_clocks: 10_000,
         now_ms: now.wall_ms,
-        overlap: tickd_domain::Overlap::Allow,
+        overlap,
     };
     match registry.apply(command) {
         Applied::Registered {
@@ -45,6 +58,14 @@ fn register(registry: &mut Registry, name: &str, channel: Channel, now: Now) -> 
 
 fn rabbit_clock(registry: &mut Registry, name: &str, now: Now) -> ClockId {
     register(registry, name, Channel::Rabbit, now)
+}
+
+/// A webhook clock with `overlap`.
+fn webhook_clock(registry: &mut Registry, name: &str, overlap: Overlap, now: Now) -> ClockId {
+    let url = WebhookUrl::parse("https://receiver.example/t").expect("a valid url");
+    let secret = WebhookSecret::from_bytes([5; SECRET_BYTES]);
+    let channel = Channel::Webhook(Box::new(Webhook { url, secret }));
+    register_with(registry, name, channel, overlap, now)
 }
 
 fn http_clock(registry: &mut Registry, name: &str, now: Now) -> ClockId {
@@ -90,7 +111,7 @@ fn settle_for_good(
     at: Now,
     outcome: PublishOutcome,
 ) -> Option<Vec<Confirmation>> {
-    let again = decisions.settle(tick.key.clone(), settled(tick, at, outcome), at.instant);
+    let again = decisions.settle(tick.key.clone(), settled(tick, at, outcome), at);
     assert!(!again, "the outcome ended the tick's attempts");
     decisions.confirms(registry)
 }
@@ -109,15 +130,7 @@ fn one_ticking_clock(now: Now) -> Registry {
 
 /// Applies `confirmations` as their committed `Confirm` command would.
 fn commit_confirms(registry: &mut Registry, confirmations: Vec<Confirmation>) {
-    let (ticks, published_ms) = confirmations
-        .into_iter()
-        .map(|confirmation| (confirmation.key, confirmation.published_ms))
-        .unzip();
-    registry.apply(Command::Confirm {
-        ticks,
-        published_ms,
-        attempts: Vec::new(),
-    });
+    registry.apply(confirm_command(confirmations));
 }
 
 /// Every outbox tick is in exactly one of the decisions' places (ready, in flight,
@@ -132,14 +145,16 @@ fn assert_partition(decisions: &mut Decisions, registry: &Registry) {
             decisions.ready.contains(key),
             decisions.in_flight.contains(key),
             waiting.contains(key),
+            decisions.lines.is_held(key),
         ];
         assert_eq!(
             places.iter().filter(|place| **place).count(),
             1,
-            "{key:?} is (ready, in flight, waiting) {places:?}"
+            "{key:?} is (ready, in flight, waiting, held) {places:?}"
         );
     }
-    let known = decisions.ready.len() + decisions.in_flight.len() + waiting.len();
+    let known =
+        decisions.ready.len() + decisions.in_flight.len() + waiting.len() + decisions.lines.held();
     assert_eq!(known, outbox.len(), "a key the outbox no longer holds");
 }
 
@@ -169,7 +184,7 @@ fn every_outbox_tick_has_one_place_and_one_filed_below_those_in_flight_is_found(
     assert!(decisions.settle(
         outgoing[0].key.clone(),
         settled(&outgoing[0], first, failed),
-        first.instant
+        first
     ));
     let wait = PublishOutcome::RetryAfter {
         after: Duration::from_secs(5),
@@ -178,7 +193,7 @@ fn every_outbox_tick_has_one_place_and_one_filed_below_those_in_flight_is_found(
     assert!(decisions.settle(
         outgoing[1].key.clone(),
         settled(&outgoing[1], first, wait),
-        first.instant
+        first
     ));
     let delivered = PublishOutcome::Delivered { after: MS };
     let confirmations = settle_for_good(&mut decisions, &registry, &outgoing[2], first, delivered)
@@ -263,7 +278,7 @@ fn the_intent_spares_the_ticks_a_consumer_may_hold_until_they_leave_the_outbox()
     assert_eq!(decisions.intent(takeover).in_flight_from_ms, Some(first));
     for tick in &outgoing {
         let delivered = settled(tick, takeover, PublishOutcome::Delivered { after: MS });
-        assert!(!decisions.settle(tick.key.clone(), delivered, takeover.instant));
+        assert!(!decisions.settle(tick.key.clone(), delivered, takeover));
     }
     let confirmed = decisions.confirms(&registry).unwrap_or_default();
     assert_eq!(
@@ -286,7 +301,7 @@ fn a_confirmation_that_did_not_commit_goes_into_the_next_command() {
     assert_eq!(outgoing.len(), 1);
     decisions.accepted(&outgoing);
     let delivered = settled(&outgoing[0], at, PublishOutcome::Delivered { after: MS });
-    assert!(!decisions.settle(outgoing[0].key.clone(), delivered, at.instant));
+    assert!(!decisions.settle(outgoing[0].key.clone(), delivered, at));
     let first = decisions.confirms(&registry).unwrap_or_default();
     assert_eq!(first.len(), 1);
     // Its command timed out: the next one carries it, and once applied the tick is gone.
@@ -343,7 +358,7 @@ fn publishing_waits_once_the_most_ticks_await_the_broker() {
         published_ms: later.wall_ms,
         outcome: PublishOutcome::Delivered { after: MS },
     };
-    assert!(!decisions.settle(first.clone(), delivered, later.instant));
+    assert!(!decisions.settle(first.clone(), delivered, later));
     let confirmed = decisions.confirms(&registry).unwrap_or_default();
     commit_confirms(&mut registry, confirmed);
     assert_eq!(decisions.confirms(&registry), None);
@@ -454,7 +469,7 @@ fn a_tick_the_broker_did_not_confirm_is_published_again() {
     let (registry, mut decisions, instant, outgoing) = one_tick_in_flight();
     let key = outgoing[0].key.clone();
     let failed = settled(&outgoing[0], instant, PublishOutcome::Failed("nack".into()));
-    assert!(decisions.settle(key.clone(), failed, instant.instant));
+    assert!(decisions.settle(key.clone(), failed, instant));
     assert_eq!(keys(&decisions.due(instant, &registry)), vec![key]);
     assert_eq!(
         decisions.confirms(&registry),
@@ -476,7 +491,7 @@ fn a_tick_to_retry_waits_for_its_backoff_then_goes_again_as_the_next_attempt() {
             after: backoff,
             reason: "500".into(),
         };
-        assert!(decisions.settle(key.clone(), settled(&outgoing[0], at, failed), at.instant));
+        assert!(decisions.settle(key.clone(), settled(&outgoing[0], at, failed), at));
         let early = at.after(backoff - MS);
         decisions.lease_confirmed(early.instant);
         assert!(
@@ -498,17 +513,14 @@ fn a_tick_to_retry_waits_for_its_backoff_then_goes_again_as_the_next_attempt() {
     assert_eq!(decisions.confirms(&registry), None, "a retried tick stays");
     let delivered = PublishOutcome::Delivered { after: MS };
     let at = instant.after(backoff * 2);
-    decisions.settle(
-        key.clone(),
-        settled(&outgoing[0], at, delivered),
-        at.instant,
-    );
+    decisions.settle(key.clone(), settled(&outgoing[0], at, delivered), at);
     assert_eq!(
         decisions.confirms(&registry),
         Some(vec![Confirmation {
             key,
             published_ms: Some(at.wall_ms),
-            attempts: 3
+            attempts: 3,
+            settled_ms: None
         }]),
         "two failed attempts, then the one that delivered"
     );
@@ -526,7 +538,7 @@ fn a_deferred_tick_waits_without_counting_an_attempt() {
     assert!(decisions.settle(
         key.clone(),
         settled(&outgoing[0], instant, deferred),
-        instant.instant
+        instant
     ));
     let early = instant.after(wait - MS);
     decisions.lease_confirmed(early.instant);
@@ -549,7 +561,8 @@ fn a_tick_given_up_leaves_the_outbox_as_received_by_nobody() {
         Some(vec![Confirmation {
             key,
             published_ms: None,
-            attempts: 1
+            attempts: 1,
+            settled_ms: None
         }])
     );
     assert!(
@@ -567,11 +580,7 @@ fn a_tick_that_expires_while_it_waits_is_given_up_without_another_attempt() {
         after: Duration::from_secs(1),
         reason: "503".into(),
     };
-    assert!(decisions.settle(
-        key.clone(),
-        settled(&outgoing[0], instant, failed),
-        instant.instant
-    ));
+    assert!(decisions.settle(key.clone(), settled(&outgoing[0], instant, failed), instant));
     let later = instant.after(Duration::from_secs(1));
     decisions.lease_confirmed(later.instant);
     let again: Vec<Outgoing> = decisions
@@ -588,7 +597,8 @@ fn a_tick_that_expires_while_it_waits_is_given_up_without_another_attempt() {
         Some(vec![Confirmation {
             key,
             published_ms: None,
-            attempts: 1
+            attempts: 1,
+            settled_ms: None
         }]),
         "the one failed attempt, and none for the expiry"
     );
@@ -633,11 +643,7 @@ fn delivered_and_returned_ticks_are_confirmed_in_one_command() {
         } else {
             PublishOutcome::Delivered { after: MS }
         };
-        assert!(!decisions.settle(
-            tick.key.clone(),
-            settled(tick, instant, outcome),
-            instant.instant
-        ));
+        assert!(!decisions.settle(tick.key.clone(), settled(tick, instant, outcome), instant));
     }
     let published = |key: &OutboxKey| {
         let delivered = outgoing
@@ -651,6 +657,7 @@ fn delivered_and_returned_ticks_are_confirmed_in_one_command() {
             published_ms: published(&key),
             key,
             attempts: 1,
+            settled_ms: None,
         })
         .collect();
     assert_eq!(decisions.confirms(&registry), Some(expected));
@@ -708,7 +715,7 @@ fn ticks_due_at_takeover_count_as_redeliveries_once() {
         later,
         PublishOutcome::Failed("connection lost".into()),
     );
-    decisions.settle(first, lost, later.instant);
+    decisions.settle(first, lost, later);
     let again = decisions.due(later, &registry);
     assert_eq!(again.len(), 1);
     assert!(!again[0].redelivery, "a re-delivery is counted once");
@@ -732,4 +739,99 @@ fn idle_http_clocks_are_purged_after_the_ttl_and_paused_or_rabbit_ones_are_kept(
         decisions.abandoned(now.after(TTL), &registry),
         Some(vec![idle])
     );
+}
+
+/// The ticks due at `at` for a leader whose lease a quorum confirmed at `at`.
+fn due_leading(decisions: &mut Decisions, at: Now, registry: &Registry) -> Vec<Outgoing> {
+    decisions.lease_confirmed(at.instant);
+    decisions.due(at, registry)
+}
+
+/// The instants (in seconds after `start`) of `outgoing`.
+fn seconds(outgoing: &[Outgoing], start: Now) -> Vec<u64> {
+    let since = |tick: &Outgoing| (tick.key.0 - start.wall_ms) / 1_000;
+    outgoing.iter().map(since).collect()
+}
+
+#[test]
+fn a_clock_with_overlap_control_has_one_tick_out_and_the_confirmation_decides_those_behind() {
+    let now = start();
+    let mut registry = Registry::new();
+    webhook_clock(&mut registry, "one-at-a-time", Overlap::Skip, now);
+    webhook_clock(&mut registry, "every-instant", Overlap::Allow, now);
+    file_through(&mut registry, now, Duration::from_secs(6));
+    let mut decisions = leading(&registry, now);
+    assert_partition(&mut decisions, &registry);
+
+    let first = now.after(Duration::from_secs(1));
+    let outgoing = due_leading(&mut decisions, first, &registry);
+    assert_eq!(seconds(&outgoing, now), [1, 1], "both clocks' first tick");
+    decisions.accepted(&outgoing);
+    let (held, free) = if outgoing[0].tick.clock.to_string() == "id-one-at-a-time" {
+        (&outgoing[0], &outgoing[1])
+    } else {
+        (&outgoing[1], &outgoing[0])
+    };
+
+    // While its first tick is out, the overlap clock's next instants wait; the other's go.
+    let third = now.after(Duration::from_secs(3));
+    let outgoing = due_leading(&mut decisions, third, &registry);
+    assert_eq!(seconds(&outgoing, now), [2, 3]);
+    assert!(
+        outgoing
+            .iter()
+            .all(|tick| tick.tick.clock == free.tick.clock)
+    );
+    decisions.accepted(&outgoing);
+    assert_partition(&mut decisions, &registry);
+
+    // Its receiver answers at 3.5 s: the confirmation carries that instant, and the
+    // instants of 2 s and 3 s are skipped when it is applied.
+    let answered = now.after(Duration::from_millis(3_500));
+    let delivered = PublishOutcome::Delivered { after: MS };
+    let confirmations =
+        settle_for_good(&mut decisions, &registry, held, answered, delivered).unwrap_or_default();
+    let settled_ms: Vec<Option<u64>> = confirmations.iter().map(|c| c.settled_ms).collect();
+    assert_eq!(settled_ms, [Some(answered.wall_ms)]);
+    commit_confirms(&mut registry, confirmations);
+    assert_partition(&mut decisions, &registry);
+    assert!(
+        due_leading(&mut decisions, answered, &registry).is_empty(),
+        "4 s is not due"
+    );
+    let fourth = now.after(Duration::from_secs(4));
+    let outgoing = due_leading(&mut decisions, fourth, &registry);
+    let of_held: Vec<&Outgoing> = outgoing
+        .iter()
+        .filter(|tick| tick.tick.clock == held.tick.clock)
+        .collect();
+    assert_eq!(of_held.len(), 1, "{outgoing:?}");
+    assert_eq!(of_held[0].tick.due_at_ms, fourth.wall_ms);
+    assert_eq!(of_held[0].tick.skipped, 2);
+}
+
+#[test]
+fn a_new_leader_holds_the_ticks_behind_an_unconfirmed_one_and_a_purge_releases_nothing() {
+    let now = start();
+    let mut registry = Registry::new();
+    let clock = webhook_clock(&mut registry, "one-at-a-time", Overlap::BufferOne, now);
+    file_through(&mut registry, now, Duration::from_secs(4));
+    // The leader takes over at 3.5 s: the previous one may have the tick of 1 s out.
+    let takeover = now.after(Duration::from_millis(3_500));
+    let mut decisions = leading(&registry, takeover);
+    assert_partition(&mut decisions, &registry);
+    let outgoing = due_leading(&mut decisions, takeover, &registry);
+    assert_eq!(seconds(&outgoing, now), [1]);
+    assert!(outgoing[0].redelivery);
+    decisions.accepted(&outgoing);
+    assert!(due_leading(&mut decisions, takeover, &registry).is_empty());
+
+    // The clock purged with its ticks: nothing is left held or ready.
+    registry.apply(Command::Purge {
+        clocks: vec![clock],
+    });
+    assert_partition(&mut decisions, &registry);
+    assert_eq!(decisions.lines.held(), 0);
+    let later = now.after(Duration::from_secs(5));
+    assert!(due_leading(&mut decisions, later, &registry).is_empty());
 }
