@@ -39,6 +39,12 @@ pub struct Delivery {
     pub answered: u16,
     /// When it arrived.
     pub at: Instant,
+    /// When it arrived, in milliseconds since the Unix epoch: to compare with its tick's
+    /// instant.
+    pub received_ms: u64,
+    /// The `webhook-id`s of the earlier deliveries still waiting for their answer when it
+    /// arrived (a receiver that [answers late](Receiver::answering_after)).
+    pub overlapping: Vec<String>,
 }
 
 impl Delivery {
@@ -54,11 +60,21 @@ pub type Script = Arc<dyn Fn(&str, usize) -> StatusCode + Send + Sync>;
 struct Shared {
     deliveries: Mutex<Vec<Delivery>>,
     script: Mutex<Script>,
+    /// How long each answer takes.
+    delay: Duration,
+    /// The `webhook-id`s of the deliveries waiting for their answer.
+    answering: Mutex<Vec<String>>,
 }
 
 impl Shared {
     fn deliveries(&self) -> MutexGuard<'_, Vec<Delivery>> {
         self.deliveries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn answering(&self) -> MutexGuard<'_, Vec<String>> {
+        self.answering
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -81,7 +97,13 @@ impl Receiver {
 
     /// A receiver that answers as `script` says.
     pub async fn scripted(script: Script) -> Receiver {
-        Self::listen(script, None).await
+        Self::listen(script, None, Duration::ZERO).await
+    }
+
+    /// A receiver that answers 200 to every delivery, each `delay` after it arrived: a
+    /// receiver busy with each tick for that long.
+    pub async fn answering_after(delay: Duration) -> Receiver {
+        Self::listen(Arc::new(|_, _| StatusCode::OK), None, delay).await
     }
 
     /// A receiver that answers 200 to every delivery over https, with `identity`'s
@@ -90,11 +112,16 @@ impl Receiver {
         Self::listen(
             Arc::new(|_, _| StatusCode::OK),
             Some(server_config(identity)),
+            Duration::ZERO,
         )
         .await
     }
 
-    async fn listen(script: Script, tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
+    async fn listen(
+        script: Script,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        delay: Duration,
+    ) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port for the receiver");
@@ -102,6 +129,8 @@ impl Receiver {
         let shared = Arc::new(Shared {
             deliveries: Mutex::new(Vec::new()),
             script: Mutex::new(script),
+            delay,
+            answering: Mutex::new(Vec::new()),
         });
         let receiver = Receiver {
             address,
@@ -222,21 +251,49 @@ async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    let mut deliveries = shared.deliveries();
-    let earlier = deliveries
-        .iter()
-        .filter(|delivery| delivery.id == id)
-        .count();
-    let status = script(&id, earlier);
-    deliveries.push(Delivery {
-        id,
-        timestamp: header("webhook-timestamp"),
-        signature: header("webhook-signature"),
-        body: String::from_utf8_lossy(&body).into_owned(),
-        answered: status.as_u16(),
-        at: Instant::now(),
-    });
+    let overlapping = shared.answering().clone();
+    shared.answering().push(id.clone());
+    // Counted out when the answer goes, or when the sender hung up first.
+    let _answering = Answering {
+        shared: &shared,
+        id: id.clone(),
+    };
+    let status = {
+        let mut deliveries = shared.deliveries();
+        let earlier = deliveries
+            .iter()
+            .filter(|delivery| delivery.id == id)
+            .count();
+        let status = script(&id, earlier);
+        deliveries.push(Delivery {
+            id,
+            timestamp: header("webhook-timestamp"),
+            signature: header("webhook-signature"),
+            body: String::from_utf8_lossy(&body).into_owned(),
+            answered: status.as_u16(),
+            at: Instant::now(),
+            received_ms: crate::chaos::time::now_ms(),
+            overlapping,
+        });
+        status
+    };
+    tokio::time::sleep(shared.delay).await;
     status
+}
+
+/// A delivery waiting for its answer, listed in `Shared::answering` while it lives.
+struct Answering<'a> {
+    shared: &'a Shared,
+    id: String,
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        let mut answering = self.shared.answering();
+        if let Some(index) = answering.iter().position(|id| *id == self.id) {
+            answering.swap_remove(index);
+        }
+    }
 }
 
 /// The TLS configuration of a receiver that presents `identity`'s certificate.

@@ -1,8 +1,13 @@
-//! Overlap control of http clocks (SPEC §5a), black-box on a 3-node cluster of real
-//! processes: with `skip`, consumers that hold each tick 3 s get about one instant in three,
+//! Overlap control (SPEC §5a), black-box on a 3-node cluster of real processes.
+//!
+//! Http clocks: with `skip`, consumers that hold each tick 3 s get about one instant in three,
 //! never two ticks at once, each counting the instants skipped since the previous one, through
 //! a failover of the leader; with `buffer_one`, a consumer is never more than one instant
-//! behind; a bad or conflicting overlap is refused and creates nothing.
+//! behind. Webhook clocks, whose receiver's 2xx is the acknowledgement: a receiver busy 2.5 s
+//! with each tick of an every-second clock gets one tick in three with `skip`, each counting
+//! the 2 instants skipped, never two ticks at once, through a failover; with `buffer_one` it is
+//! never more than one instant behind. A bad or conflicting overlap is refused and creates
+//! nothing.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +17,8 @@ use tickd_tests::api::{self, register_body};
 use tickd_tests::gaps::{gaps_counted, instant_of};
 use tickd_tests::leases::{http_clock, post, text};
 use tickd_tests::timing::AGREED_LEADER_WITHIN;
-use tickd_tests::{NodeId, TestCluster, unique_name};
+use tickd_tests::webhook::{Delivery, Receiver};
+use tickd_tests::{NodeId, TestCluster, rabbit, unique_name};
 
 /// How long a consumer holds each tick before it acks it: three instants of the clock.
 const HOLD: Duration = Duration::from_secs(3);
@@ -185,12 +191,121 @@ async fn with_buffer_one_a_consumer_is_never_more_than_one_instant_behind() {
     gaps_counted(held.iter().map(|tick| (tick.instant_ms, tick.skipped)));
 }
 
+/// How long a webhook receiver takes to answer each tick: two and a half instants of an
+/// every-second clock, so that the third instant falls due after its answer.
+const BUSY: Duration = Duration::from_millis(2_500);
+
+/// Registers an every-second webhook clock to `receiver` with `overlap`; returns its id.
+async fn webhook_clock(cluster: &TestCluster, receiver: &Receiver, overlap: &str) -> String {
+    let body = json!({
+        "name": unique_name("hooked"),
+        "schedule": "every.1.seconds",
+        "channel": {"type": "webhook", "url": receiver.url()},
+        "overlap": overlap,
+    });
+    let (status, _, clock) = register_body(cluster, 1, &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{clock}");
+    clock["id"].as_str().expect("a clock id").to_owned()
+}
+
+/// The ticks `receiver` answered 2xx, one per tick, as (instant, skipped, received at ms).
+fn received(receiver: &Receiver) -> Vec<(u64, u64, u64)> {
+    receiver
+        .delivered()
+        .iter()
+        .map(|delivery| {
+            let tick = delivery.tick();
+            let skipped = tick["skipped"].as_u64().unwrap_or(0);
+            (instant_of(&tick), skipped, delivery.received_ms)
+        })
+        .collect()
+}
+
+/// No delivery arrived while the receiver was busy with another tick; a tick sent again
+/// after a failover (its `webhook-id` the same) may overlap itself.
+fn one_at_a_time(deliveries: &[Delivery]) {
+    for delivery in deliveries {
+        assert!(
+            delivery.overlapping.iter().all(|busy| *busy == delivery.id),
+            "{} arrived while the receiver was busy with {:?}",
+            delivery.id,
+            delivery.overlapping
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_webhook_receiver_gets_one_tick_at_a_time_through_a_failover() {
+    let cluster = TestCluster::builder()
+        .nodes(3)
+        .setting("webhook_allow_private", "true")
+        .start()
+        .await;
+    let skipping = Receiver::answering_after(BUSY).await;
+    let buffering = Receiver::answering_after(BUSY).await;
+    let skip_id = webhook_clock(&cluster, &skipping, "skip").await;
+    webhook_clock(&cluster, &buffering, "buffer_one").await;
+
+    // The leader is killed 10 s in; 12 s more for the next one to take over and go on.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
+    cluster.kill(leader);
+    let killed_ms = tickd_tests::chaos::time::now_ms();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+
+    one_at_a_time(&skipping.deliveries());
+    one_at_a_time(&buffering.deliveries());
+
+    // Skip: one instant in three, each after the first counting the two skipped since the
+    // previous one, but across the failover, where the outage may have skipped more.
+    let ticks = received(&skipping);
+    assert!((5..=9).contains(&ticks.len()), "about 22 s / 3: {ticks:?}");
+    assert!(
+        ticks.iter().any(|(_, _, at)| *at > killed_ms + 2_000),
+        "ticks after the failover: {ticks:?}"
+    );
+    let seen = gaps_counted(
+        ticks
+            .iter()
+            .map(|(instant, skipped, _)| (*instant, *skipped)),
+    );
+    let steady = ticks
+        .iter()
+        .skip(1)
+        .filter(|(_, skipped, _)| *skipped == 2)
+        .count();
+    assert!(
+        steady + 2 >= ticks.len(),
+        "two skipped between ticks: {ticks:?}"
+    );
+    let stats = api::stats_of(&cluster, 1 + leader % 3, &skip_id)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let counted = stats["skipped"].as_u64().unwrap_or(0);
+    assert!(counted >= seen, "{seen} seen by the receiver: {stats}");
+
+    // Buffer one: each tick is the newest instant due when the previous was answered, never
+    // more than one instant late (but across the failover), every gap counted.
+    let ticks = received(&buffering);
+    assert!(ticks.len() >= 6, "{ticks:?}");
+    let late = ticks
+        .iter()
+        .filter(|(instant, _, at)| at.saturating_sub(*instant) >= 2_000)
+        .filter(|(_, _, at)| !(killed_ms..killed_ms + 6_000).contains(at));
+    assert_eq!(late.count(), 0, "more than one instant behind: {ticks:?}");
+    gaps_counted(
+        ticks
+            .iter()
+            .map(|(instant, skipped, _)| (*instant, *skipped)),
+    );
+}
+
 #[tokio::test]
 async fn a_bad_or_conflicting_overlap_is_refused_and_creates_nothing() {
-    // Loopback receivers allowed, so that a webhook registration reaches the overlap check.
+    // A broker, so that a RabbitMQ registration reaches the overlap check.
     let cluster = TestCluster::builder()
         .nodes(1)
-        .setting("webhook_allow_private", "true")
+        .rabbit_uri(Some(rabbit::broker().await))
         .start()
         .await;
     let name = unique_name("refused");
@@ -202,7 +317,7 @@ async fn a_bad_or_conflicting_overlap_is_refused_and_creates_nothing() {
         ),
         (
             json!({"name": name, "schedule": "every.1.seconds", "overlap": "skip",
-                "channel": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}}),
+                "channel": {"type": "rabbit"}}),
             StatusCode::BAD_REQUEST,
             "overlap skip needs a channel",
         ),
@@ -216,14 +331,19 @@ async fn a_bad_or_conflicting_overlap_is_refused_and_creates_nothing() {
     assert_eq!(listed, json!([]));
     // The clock exists with skip: joining it with another overlap is a conflict; without
     // one, or with its own, it is joined.
-    let skip = json!({"name": name, "schedule": "every.1.seconds", "overlap": "skip"});
+    // The broker's channel is the default: these ask for the http one.
+    let http = json!({"type": "http"});
+    let skip = json!({"name": name, "schedule": "every.1.seconds", "overlap": "skip",
+        "channel": http});
     let (id, _) = http_clock(&cluster, &skip).await;
-    let other = json!({"name": name, "schedule": "every.1.seconds", "overlap": "buffer_one"});
+    let other = json!({"name": name, "schedule": "every.1.seconds", "overlap": "buffer_one",
+        "channel": http});
     let (status, _, answer) = register_body(&cluster, 1, &other).await;
     assert_eq!(status, StatusCode::CONFLICT, "{answer}");
     let message = answer["message"].as_str().unwrap_or_default();
     assert!(message.contains("exists with overlap skip"), "{answer}");
-    for body in [skip, json!({"name": name, "schedule": "every.1.seconds"})] {
+    let without = json!({"name": name, "schedule": "every.1.seconds", "channel": http});
+    for body in [skip, without] {
         let (status, _, joined) = register_body(&cluster, 1, &body).await;
         assert_eq!(status, StatusCode::CREATED, "{joined}");
         assert_eq!(joined["id"], json!(id), "{joined}");
