@@ -44,12 +44,13 @@ pub struct RegisterBody {
     /// with a broker, `http` otherwise). Ticktok's clients never send it.
     #[serde(default)]
     channel: Option<RequestedChannel>,
-    /// tickd's (SPEC §5a), for http clocks: what happens to an instant that falls due while
-    /// the clock's previous tick is still unacknowledged (leased and not acked, or waiting
-    /// to be popped). `allow` (the default) delivers every instant; `skip` skips it and
-    /// counts it in the next tick's `skipped`; `buffer_one` keeps the newest such instant
-    /// waiting behind the unacknowledged tick and skips the older ones. With `skip` or
-    /// `buffer_one` a lease or a pop takes one tick at a time.
+    /// tickd's (SPEC §5a), for http and webhook clocks: what happens to an instant that
+    /// falls due while the clock's previous tick is still unacknowledged (leased and not
+    /// acked, or waiting to be popped; sent and not answered 2xx). `allow` (the default)
+    /// delivers every instant; `skip` skips it and counts it in the next tick's `skipped`;
+    /// `buffer_one` keeps the newest such instant waiting behind the unacknowledged tick and
+    /// skips the older ones. With `skip` or `buffer_one` a lease or a pop takes one tick at a
+    /// time, and a webhook receiver gets one at a time.
     #[schema(value_type = Option<String>, pattern = "^(allow|skip|buffer_one)$")]
     #[serde(default)]
     overlap: Option<String>,
