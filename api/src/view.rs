@@ -33,6 +33,11 @@ pub struct ClockView {
     /// tickd's: `next_tick` in the schedule's zone, with its offset (UTC without a `TZ=`).
     #[schema(example = "2026-11-30T09:30:00.000+01:00")]
     next_tick_local: Option<String>,
+    /// tickd's (SPEC §5a): the clock's overlap control, `skip` or `buffer_one`; absent for
+    /// `allow`, which delivers every instant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "skip")]
+    overlap: Option<&'static str>,
 }
 
 /// A link of a clock to itself or to one of its actions.
@@ -162,6 +167,7 @@ impl ClockView {
             links: links(clock, status, base),
             next_tick: next.map(rfc3339_millis),
             next_tick_local: next.and_then(|next| clock.schedule.local_time(next)),
+            overlap: (!clock.overlap.is_allow()).then(|| clock.overlap.as_str()),
         }
     }
 }
@@ -270,6 +276,20 @@ mod tests {
         assert_eq!(rels(&paused), ["self", "resume", "tick"]);
         assert_eq!(paused.next_tick, None, "a paused clock has no next tick");
         assert!(active.next_tick.is_some());
+    }
+
+    #[test]
+    fn overlap_control_is_shown_only_when_a_clock_has_it() {
+        let base = BaseUrl("http://h:1".into());
+        let http = Channel::Http {
+            queue_id: QueueId::new("q".into()),
+        };
+        let mut skipping = clock(ClockStatus::Active, http);
+        let every = serde_json::to_value(ClockView::of(&skipping, &base, 0)).expect("json");
+        assert_eq!(every.get("overlap"), None);
+        skipping.overlap = tickd_domain::Overlap::Skip;
+        let skip = serde_json::to_value(ClockView::of(&skipping, &base, 0)).expect("json");
+        assert_eq!(skip["overlap"], "skip");
     }
 
     #[test]

@@ -205,6 +205,7 @@ async fn webhook_clock(cluster: &TestCluster, receiver: &Receiver, overlap: &str
     });
     let (status, _, clock) = register_body(cluster, 1, &body).await;
     assert_eq!(status, StatusCode::CREATED, "{clock}");
+    assert_eq!(clock["overlap"], overlap, "{clock}");
     clock["id"].as_str().expect("a clock id").to_owned()
 }
 
