@@ -1,5 +1,6 @@
 //! What a chaos run records: every client operation with its timing and result, every tick a
-//! consumer received, and the faults injected. The checkers turn this into a verdict.
+//! consumer received (for a lease clock: every tick a lease handed out, with what its ack
+//! answered), and the faults injected. The checkers turn this into a verdict.
 //!
 //! Times are milliseconds since the Unix epoch, read from the same machine clock the nodes
 //! use, so they compare directly with a tick's scheduled instant.
@@ -87,6 +88,68 @@ pub struct Delivery {
     pub manual: bool,
     /// When the consumer received it.
     pub received_ms: u64,
+}
+
+/// One tick a lease handed to the consumer of a lease clock (SPEC §2 "lease and ack"), and what
+/// the consumer's ack of it answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasedTick {
+    /// The clock whose queue was leased (the consumer's, not the message's: a tick of another
+    /// clock in this queue then shows as a foreign id).
+    pub clock: String,
+    /// The message's `tick_id`.
+    pub tick_id: String,
+    /// The message's `scheduled_at`, in ms since the epoch.
+    pub scheduled_ms: u64,
+    /// The message's `deliveries`: 1 the first time the tick is handed out, one more each time
+    /// its lease ran out and it was handed out again.
+    pub deliveries: u64,
+    /// The message's `skipped`: how many instants just before this one were coalesced into it
+    /// (SPEC §5), so that a consumer sees every gap.
+    pub skipped: u64,
+    /// The receipt the lease gave with it.
+    pub receipt: String,
+    /// When the lease answered.
+    pub leased_ms: u64,
+    /// What the ack of `receipt` came to.
+    pub ack: AckOutcome,
+}
+
+/// What a consumer's ack of one receipt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// An ack answered 200 and did not refuse the receipt.
+    Acked,
+    /// An ack retried after an attempt whose answer was lost (a node killed mid-request, a
+    /// 503) refused the receipt as `unknown`. Nobody else held it (the consumer acks what it
+    /// leased before it leases again), so the lost attempt acked it.
+    AckedByLostAttempt,
+    /// Refused for this reason: `expired` when the lease ran out first (the tick comes back,
+    /// one delivery more), or what made the answer unreadable.
+    Refused(String),
+    /// No node answered the ack within the consumer's retry time: it may or may not have
+    /// acked the receipt.
+    Unanswered,
+}
+
+impl AckOutcome {
+    /// Whether the receipt was acked: answered so, or by the lost attempt before.
+    pub fn is_acked(&self) -> bool {
+        matches!(self, AckOutcome::Acked | AckOutcome::AckedByLostAttempt)
+    }
+}
+
+impl std::fmt::Display for AckOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AckOutcome::Acked => write!(f, "acked"),
+            AckOutcome::AckedByLostAttempt => {
+                write!(f, "acked by an attempt whose answer was lost")
+            }
+            AckOutcome::Refused(reason) => write!(f, "refused ({reason})"),
+            AckOutcome::Unanswered => write!(f, "ack unanswered"),
+        }
+    }
 }
 
 /// A clock whose scheduled ticks the run watches.

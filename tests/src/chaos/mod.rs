@@ -6,6 +6,9 @@
 //!   nodes, on a few shared names so that they collide) and consumers of watched clocks.
 //! * [`webhooks`]: the webhook clocks every run watches besides those of its channel, and
 //!   the receiver in the test process their ticks are POSTed to.
+//! * [`leases`]: the lease clocks every run also watches, http clocks whose consumers in the
+//!   test process lease their ticks through random running nodes and ack whatever they are
+//!   handed, retrying an ack on other nodes when a node fails.
 //! * [`nemesis`]: SIGKILL and SIGSTOP of leaders and followers, power losses (of the leader,
 //!   a follower or every node: their disks drop every write not fsynced), full-cluster
 //!   crashes, broker outages. Every run's nodes keep their data on power-loss filesystems
@@ -14,14 +17,16 @@
 //! * [`check`]: durability of acknowledged writes, linearizability of the registry history,
 //!   the tick guarantees (nothing lost, repeats keep their id, paused clocks stay silent; for
 //!   the webhook clocks, whose receiver no fault touches, every instant within the liveness
-//!   bound of the last heal), and liveness after the last fault.
+//!   bound of the last heal; for the lease clocks, every instant acked exactly once), and
+//!   liveness after the last fault.
 //!
 //! Every random choice derives from the seed. A run's seed also picks its channel: even seeds
-//! use RabbitMQ, odd ones http; every run also has its webhook clocks. Timing is not deterministic — the system under test is real —
+//! use RabbitMQ, odd ones http; every run also has its webhook clocks and its lease clocks. Timing is not deterministic — the system under test is real —
 //! so a replay repeats the choices, not the interleaving.
 
 pub mod check;
 pub mod history;
+pub mod leases;
 pub mod nemesis;
 pub mod rng;
 pub mod run;
@@ -69,10 +74,11 @@ pub async fn run(options: Options) -> Vec<RunReport> {
 
 /// The table header. The columns from `expected` to `dup` count the ticks of the clocks of
 /// the run's channel; `webhook e/d/l/d` the webhook clocks' expected, delivered, lost and
-/// duplicated ticks.
+/// duplicated ticks; `lease e/a/l/r` the lease clocks' expected and acked instants, the lost
+/// ones, and the ticks handed out again after their lease ran out.
 pub fn header() -> String {
     format!(
-        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9} {:>15}  {}",
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9} {:>15} {:>15}  {}",
         "seed",
         "channel",
         "faults",
@@ -85,6 +91,7 @@ pub fn header() -> String {
         "gap_ms",
         "leader_ms",
         "webhook e/d/l/d",
+        "lease e/a/l/r",
         "verdict"
     )
 }
@@ -93,8 +100,9 @@ pub fn header() -> String {
 pub fn report_line(report: &RunReport) -> String {
     let ticks = &report.ticks;
     let hooks = &report.webhook_ticks;
+    let leased = &report.lease_ticks;
     format!(
-        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9} {:>15}  {}",
+        "{:>6} {:>7} {:>6} {:>5} {:>9} {:>9} {:>5} {:>6} {:>5} {:>8} {:>9} {:>15} {:>15}  {}",
         report.seed,
         format!("{:?}", report.channel).to_lowercase(),
         report.faults.len(),
@@ -110,6 +118,10 @@ pub fn report_line(report: &RunReport) -> String {
             "{}/{}/{}/{}",
             hooks.expected, hooks.delivered, hooks.lost, hooks.duplicated
         ),
+        format!(
+            "{}/{}/{}/{}",
+            leased.expected, leased.acked, leased.lost, leased.redelivered
+        ),
         if report.violations.is_empty() {
             "ok"
         } else {
@@ -119,7 +131,7 @@ pub fn report_line(report: &RunReport) -> String {
 }
 
 /// The closing summary: the faults of every run and a totals line ("… lost N …", then the
-/// webhook clocks' own figures).
+/// webhook clocks' and the lease clocks' own figures).
 pub fn summary(reports: &[RunReport]) -> String {
     let mut out = String::new();
     for report in reports {
@@ -143,7 +155,7 @@ pub fn summary(reports: &[RunReport]) -> String {
     let sum = |field: fn(&RunReport) -> u64| reports.iter().map(field).sum::<u64>();
     let _ = writeln!(
         out,
-        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, unobserved {}, duplicated {}, violations {}; webhook ticks expected {}, delivered {}, lost {}, duplicated {}",
+        "total: {} runs, {} faults, {} operations, ticks expected {}, delivered {}, lost {}, unobserved {}, duplicated {}, violations {}; webhook ticks expected {}, delivered {}, lost {}, duplicated {}; lease ticks expected {}, acked {}, coalesced {}, lost {}, acked twice {}, redelivered {}, acked by a lost attempt {}",
         reports.len(),
         sum(|r| r.faults.len() as u64),
         sum(|r| r.operations as u64),
@@ -157,6 +169,13 @@ pub fn summary(reports: &[RunReport]) -> String {
         sum(|r| r.webhook_ticks.delivered),
         sum(|r| r.webhook_ticks.lost),
         sum(|r| r.webhook_ticks.duplicated),
+        sum(|r| r.lease_ticks.expected),
+        sum(|r| r.lease_ticks.acked),
+        sum(|r| r.lease_ticks.coalesced),
+        sum(|r| r.lease_ticks.lost),
+        sum(|r| r.lease_ticks.acked_twice),
+        sum(|r| r.lease_ticks.redelivered),
+        sum(|r| r.lease_ticks.acked_by_lost_attempt),
     );
     out
 }

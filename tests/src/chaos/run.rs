@@ -1,7 +1,8 @@
 //! One chaos run: start a cluster on power-loss filesystems, run the workload and the nemesis,
 //! heal, cut the power of every node and restart them, and check the history. Besides the
 //! clocks of the run's channel, every run watches [`WEBHOOK_CLOCKS`] webhook clocks (see
-//! [`crate::chaos::webhooks`]).
+//! [`crate::chaos::webhooks`]) and [`LEASE_CLOCKS`] lease clocks (see
+//! [`crate::chaos::leases`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,15 +12,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::TestCluster;
-use crate::chaos::check::{durability, linearizable, liveness, ticks};
+use crate::chaos::check::{self, durability, linearizable, liveness, ticks};
 use crate::chaos::history::{Fault, LeaderRecovery, Op, OpResult, Violation, WatchedClock};
+use crate::chaos::leases::{self, LEASE_CLOCKS, LeaseClock};
 use crate::chaos::nemesis::{self, LEADER_BOUND};
 use crate::chaos::rng::Rng;
 use crate::chaos::time::now_ms;
 use crate::chaos::webhooks::{WEBHOOK_CLOCKS, WebhookWatch};
 use crate::chaos::workload::{self, Consumer, Records};
 use crate::power::{Loss, PowerCluster};
-use crate::rabbit::GatedBroker;
+use crate::rabbit::{GatedBroker, ResilientConsumer};
 
 /// Registry clients running at once.
 const CLIENTS: usize = 3;
@@ -58,6 +60,8 @@ pub struct RunReport {
     pub ticks: ticks::TickReport,
     /// Tick figures of the watched webhook clocks, judged by the strict rule.
     pub webhook_ticks: ticks::TickReport,
+    /// Tick figures of the lease clocks: every instant acked exactly once.
+    pub lease_ticks: check::leases::LeaseReport,
     /// Every broken guarantee.
     pub violations: Vec<Violation>,
 }
@@ -138,60 +142,83 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
     for index in 0..WEBHOOK_CLOCKS {
         let name = format!("webhook-{seed}-{index}");
         let body = webhooks.registration(&name);
-        match register_body_with_retries(cluster, &body, &mut webhook_rng).await {
-            Some(created) if created["channel"]["type"] == "webhook" => {
-                webhook_watched.push(WatchedClock::every_second(&created, now_ms()));
-            }
-            Some(created) => violations.push(Violation {
-                checker: "workload",
-                detail: format!("the webhook clock {name} was registered as {created}"),
-            }),
+        if let Some(created) =
+            register_watched(cluster, &body, "webhook", &mut webhook_rng, &mut violations).await
+        {
+            webhook_watched.push(WatchedClock::every_second(&created, now_ms()));
+        }
+    }
+    // Forked after the webhook clocks' fork, for the same reason.
+    let mut lease_rng = rng.fork();
+    let mut lease_clocks = Vec::new();
+    for index in 0..LEASE_CLOCKS {
+        let name = format!("lease-{seed}-{index}");
+        let body = leases::registration(&name);
+        let Some(created) =
+            register_watched(cluster, &body, "http", &mut lease_rng, &mut violations).await
+        else {
+            continue;
+        };
+        match LeaseClock::registered(&created, now_ms()) {
+            Some(clock) => lease_clocks.push(clock),
             None => violations.push(Violation {
                 checker: "workload",
-                detail: format!("could not register the webhook clock {name} at all"),
+                detail: format!("the lease clock {name} names no queue to lease: {created}"),
             }),
         }
     }
 
-    let until_ms = now_ms() + seconds * 1_000;
-    let names: Vec<String> = (0..NAMES)
-        .map(|index| format!("chaos-{seed}-{index}"))
-        .collect();
-    let ids = Mutex::new(BTreeMap::new());
-    let clients_until_ms = AtomicU64::new(until_ms);
-    let clients = client_rngs
-        .into_iter()
-        .enumerate()
-        .map(|(client, client_rng)| {
-            workload::registry_client(
+    // Everything up to the end of consumption runs beside the lease clocks' consumers.
+    let exercise = async {
+        let until_ms = now_ms() + seconds * 1_000;
+        let names: Vec<String> = (0..NAMES)
+            .map(|index| format!("chaos-{seed}-{index}"))
+            .collect();
+        let ids = Mutex::new(BTreeMap::new());
+        let clients_until_ms = AtomicU64::new(until_ms);
+        let clients = client_rngs
+            .into_iter()
+            .enumerate()
+            .map(|(client, client_rng)| {
+                workload::registry_client(
+                    cluster,
+                    client,
+                    &names,
+                    &ids,
+                    client_rng,
+                    &clients_until_ms,
+                    &records,
+                )
+            });
+        let rabbit_consumers: Vec<_> = consumers.iter().filter_map(Consumer::rabbit).collect();
+        let (faults, pauses, _) = tokio::join!(
+            nemesis::run(
+                &power,
+                broker.as_mut().map(|broker| nemesis::RabbitSide {
+                    broker,
+                    consumers: &rabbit_consumers,
+                }),
+                nemesis_rng,
+                until_ms
+            ),
+            pause_and_resume(
                 cluster,
-                client,
-                &names,
-                &ids,
-                client_rng,
-                &clients_until_ms,
-                &records,
-            )
-        });
-    let rabbit_consumers: Vec<_> = consumers.iter().filter_map(Consumer::rabbit).collect();
-    let (faults, pauses, _) = tokio::join!(
-        nemesis::run(
-            &power,
-            broker.as_mut().map(|broker| nemesis::RabbitSide {
-                broker,
-                consumers: &rabbit_consumers,
-            }),
-            nemesis_rng,
-            until_ms
-        ),
-        pause_and_resume(
-            cluster,
-            watched.last().map(|clock| clock.id.clone()),
-            pauser_rng,
-            until_ms
-        ),
-        futures::future::join_all(clients),
-    );
+                watched.last().map(|clock| clock.id.clone()),
+                pauser_rng,
+                until_ms
+            ),
+            futures::future::join_all(clients),
+        );
+        let healed = heal(cluster, broker.as_mut(), &rabbit_consumers).await;
+        (faults, pauses, healed)
+    };
+    let ((faults, pauses, healed), leased) =
+        leases::consume_during(cluster, &lease_clocks, &mut lease_rng, exercise).await;
+    let Healed {
+        heal_ms,
+        leader_at_ms,
+        consumed_until_ms,
+    } = healed;
     match pauses {
         Some(window) => {
             if let Some(clock) = watched.last_mut() {
@@ -207,24 +234,6 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         }
     }
 
-    // Heal: every node running, the broker up; then the cluster must recover within bounds.
-    let heal_ms = now_ms();
-    cluster.heal_links();
-    for node in cluster.node_ids() {
-        if !cluster.is_running(node) {
-            cluster.restart(node);
-        }
-    }
-    if let Some(broker) = broker.as_mut()
-        && !broker.is_running()
-    {
-        broker.restart_then_open(&rabbit_consumers).await;
-    }
-    let leader_at_ms = nemesis::await_leader(cluster, LEADER_BOUND)
-        .await
-        .map(|_| now_ms());
-    tokio::time::sleep(LIVENESS_BOUND + Duration::from_secs(1)).await;
-    let consumed_until_ms = now_ms();
     for consumer in consumers {
         consumer.stop();
     }
@@ -269,6 +278,18 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         bound_ms,
     );
     violations.extend(webhook_report.violations.iter().cloned());
+    // The lease clocks' consumers are never faulted either, and acked whatever they were handed
+    // until they stopped: every instant up to one bound before that is acked, exactly once.
+    let lease_watched: Vec<WatchedClock> = lease_clocks
+        .iter()
+        .map(|clock| clock.watched.clone())
+        .collect();
+    let lease_report = check::leases::check(
+        &lease_watched,
+        &leased,
+        (window.0, consumed_until_ms.saturating_sub(bound_ms)),
+    );
+    violations.extend(lease_report.violations.iter().cloned());
     let every_watched = [watched.as_slice(), webhook_watched.as_slice()].concat();
     violations.extend(liveness::check(
         heal_ms,
@@ -297,8 +318,75 @@ pub async fn run_one(seed: u64, seconds: u64) -> RunReport {
         operations: events.len(),
         ticks: tick_report,
         webhook_ticks: webhook_report,
+        lease_ticks: lease_report,
         violations,
     }
+}
+
+/// When the run healed its last fault, when it then saw a leader, and when its consumers
+/// stopped.
+struct Healed {
+    heal_ms: u64,
+    leader_at_ms: Option<u64>,
+    consumed_until_ms: u64,
+}
+
+/// Heals everything — the links, every node running, the broker up — then waits for a leader
+/// and gives the consumers the liveness bound and a second more to receive what is due.
+async fn heal(
+    cluster: &TestCluster,
+    broker: Option<&mut GatedBroker>,
+    rabbit_consumers: &[&ResilientConsumer],
+) -> Healed {
+    let heal_ms = now_ms();
+    cluster.heal_links();
+    for node in cluster.node_ids() {
+        if !cluster.is_running(node) {
+            cluster.restart(node);
+        }
+    }
+    if let Some(broker) = broker
+        && !broker.is_running()
+    {
+        broker.restart_then_open(rabbit_consumers).await;
+    }
+    let leader_at_ms = nemesis::await_leader(cluster, LEADER_BOUND)
+        .await
+        .map(|_| now_ms());
+    tokio::time::sleep(LIVENESS_BOUND + Duration::from_secs(1)).await;
+    Healed {
+        heal_ms,
+        leader_at_ms,
+        consumed_until_ms: now_ms(),
+    }
+}
+
+/// Registers one of the run's own watched clocks, described by `body`, through random nodes;
+/// `None`, with a violation, when no node registered it or it came back on another channel
+/// than `channel`.
+async fn register_watched(
+    cluster: &TestCluster,
+    body: &Value,
+    channel: &str,
+    rng: &mut Rng,
+    violations: &mut Vec<Violation>,
+) -> Option<Value> {
+    let name = body["name"].as_str().unwrap_or_default();
+    let Some(created) = register_body_with_retries(cluster, body, rng).await else {
+        violations.push(Violation {
+            checker: "workload",
+            detail: format!("could not register the {channel} clock {name} at all"),
+        });
+        return None;
+    };
+    if created["channel"]["type"] != channel {
+        violations.push(Violation {
+            checker: "workload",
+            detail: format!("the {channel} clock {name} was registered as {created}"),
+        });
+        return None;
+    }
+    Some(created)
 }
 
 /// Registers a watched clock, retrying through the nodes until one answers.

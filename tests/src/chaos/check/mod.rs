@@ -19,6 +19,9 @@
 //!   same id is allowed (SPEC §7) and only counted. The webhook clocks, whose receiver no
 //!   fault touches, are held to a strict rule: every instant within the liveness bound of the
 //!   last heal.
+//! - [`leases`]: every instant of a lease clock, whose consumer acks whatever it is handed,
+//!   is handed out and acked exactly once, whatever became of the leader with leases open;
+//!   redelivery after a lease ran out keeps the `tick_id` and counts one more delivery.
 //! - [`liveness`]: once the last fault is healed the cluster has a leader and every running
 //!   watched clock ticks again, within a bound. Guards against a cluster that stays safe by
 //!   doing nothing.
@@ -29,6 +32,7 @@
 use crate::chaos::history::{Event, Op, OpResult};
 
 pub mod durability;
+pub mod leases;
 pub mod linearizable;
 pub mod liveness;
 pub mod ticks;

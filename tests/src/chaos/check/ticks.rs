@@ -144,21 +144,52 @@ pub fn check_strict(
             .map(|(instant, received)| format!("{instant} received at {received}"))
             .collect();
         if !late.is_empty() {
-            let listed: Vec<&str> = late.iter().take(LISTED).map(String::as_str).collect();
-            let more = if late.len() > LISTED { ", …" } else { "" };
             report.violations.push(Violation {
                 checker: CHECKER,
                 detail: format!(
                     "clock {}: {} tick(s) late: received more than {bound_ms} ms after the \
-                     heal at {heal_ms} (or after their instant, when due later): {}{more}",
+                     heal at {heal_ms} (or after their instant, when due later): {}",
                     clock.id,
                     late.len(),
-                    listed.join(", ")
+                    summarize(&late)
                 ),
             });
         }
     }
     report
+}
+
+/// The instants `clock` is due to tick at inside `window`: every multiple `t` of its interval
+/// with `max(window.0, registered_ms) < t <= window.1`, except those inside a pause
+/// (`pause_acked < t` and, if resumed, `t <= resume_sent`) or an unsettled stretch. None for
+/// an interval of 0. Shared with the lease clocks' rule, which expects the same instants.
+pub(crate) fn expected_instants(
+    clock: &WatchedClock,
+    window: (u64, u64),
+) -> impl Iterator<Item = u64> + '_ {
+    let interval = clock.interval_ms;
+    let from = window.0.max(clock.registered_ms);
+    let first = (interval > 0).then(|| (from / interval + 1).saturating_mul(interval));
+    std::iter::successors(first, move |instant| instant.checked_add(interval))
+        .take_while(move |&instant| instant <= window.1)
+        .filter(move |&instant| {
+            let paused = clock.paused.iter().any(|(acked, resumed)| {
+                instant > *acked && resumed.is_none_or(|resumed| instant <= resumed)
+            });
+            let unsettled = clock
+                .unsettled
+                .iter()
+                .any(|(from, to)| instant > *from && instant <= *to);
+            !paused && !unsettled
+        })
+}
+
+/// Up to [`LISTED`] of `items`, joined with commas, then ", …" when there are more: a
+/// violation lists a few pieces of evidence and counts the rest.
+pub(crate) fn summarize(items: &[String]) -> String {
+    let listed: Vec<&str> = items.iter().take(LISTED).map(String::as_str).collect();
+    let more = if items.len() > LISTED { ", …" } else { "" };
+    format!("{}{more}", listed.join(", "))
 }
 
 /// Adds one clock's numbers and violations to `report`.
@@ -260,62 +291,39 @@ fn check_clock(
         .map(|delivery| delivery.received_ms)
         .collect();
     received.sort_unstable();
-    let from = window.0.max(clock.registered_ms);
     let settled_until = window.1.saturating_sub(catch_up_ms);
     let mut lost = Vec::new();
-    let mut lost_count: u64 = 0;
-    let mut instant = (from / interval + 1).saturating_mul(interval);
-    while instant <= window.1 {
-        let in_pause = clock.paused.iter().any(|(acked, resumed)| {
-            instant > *acked && resumed.is_none_or(|resumed| instant <= resumed)
-        });
-        let unsettled = clock
-            .unsettled
-            .iter()
-            .any(|(from, to)| instant > *from && instant <= *to);
-        if !in_pause && !unsettled {
-            report.expected += 1;
-            if by_instant.contains_key(&instant) {
-                report.delivered += 1;
-            } else {
-                // Received after the instant, within the catch-up window?
-                let after = received.partition_point(|&r| r <= instant);
-                let delivering = received
-                    .get(after)
-                    .is_some_and(|&r| r <= instant.saturating_add(catch_up_ms));
-                let next_receipt = received.get(after).copied().unwrap_or(u64::MAX);
-                let maybe_popped_unseen = unanswered
-                    .iter()
-                    .any(|pop| pop.end_ms >= instant && pop.start_ms <= next_receipt);
-                if maybe_popped_unseen {
-                    report.unobserved += 1;
-                } else if instant <= settled_until || delivering {
-                    lost_count += 1;
-                    if lost.len() < LISTED {
-                        lost.push(instant.to_string());
-                    }
-                }
-            }
+    for instant in expected_instants(clock, window) {
+        report.expected += 1;
+        if by_instant.contains_key(&instant) {
+            report.delivered += 1;
+            continue;
         }
-        instant = match instant.checked_add(interval) {
-            Some(next) => next,
-            None => break,
-        };
+        // Received after the instant, within the catch-up window?
+        let after = received.partition_point(|&r| r <= instant);
+        let delivering = received
+            .get(after)
+            .is_some_and(|&r| r <= instant.saturating_add(catch_up_ms));
+        let next_receipt = received.get(after).copied().unwrap_or(u64::MAX);
+        let maybe_popped_unseen = unanswered
+            .iter()
+            .any(|pop| pop.end_ms >= instant && pop.start_ms <= next_receipt);
+        if maybe_popped_unseen {
+            report.unobserved += 1;
+        } else if instant <= settled_until || delivering {
+            lost.push(instant.to_string());
+        }
     }
-    report.lost += lost_count;
-    if lost_count > 0 {
-        let more = if lost_count > LISTED as u64 {
-            ", …"
-        } else {
-            ""
-        };
+    report.lost += lost.len() as u64;
+    if !lost.is_empty() {
         violate(format!(
-            "clock {id} (interval {interval} ms, registered at {}): {lost_count} tick(s) lost \
-             in window {}..={}: instants {}{more}",
+            "clock {id} (interval {interval} ms, registered at {}): {} tick(s) lost in window \
+             {}..={}: instants {}",
             clock.registered_ms,
+            lost.len(),
             window.0,
             window.1,
-            lost.join(", ")
+            summarize(&lost)
         ));
     }
 
