@@ -13,16 +13,21 @@
 //! waiting in it, or leased and not acked (a pop is its own ack). So a clock with overlap
 //! control hands out one tick at a time (a lease or a pop takes at most one, and none while a
 //! lease of the queue is open), and its consumer never holds two at once, whichever node it
-//! asks. Manual ticks take their turn like the others but are never skipped.
+//! asks. A webhook clock's tick is unacknowledged from its instant until its receiver answers
+//! 2xx or the leader gives it up: the leader sends such a clock one tick at a time (its
+//! oldest in the outbox), and reports the settlement's time in the `Confirm` that removes it
+//! (`TickLedger::settle_outbox_overlap`). Manual ticks take their turn like the others but
+//! are never skipped.
 //!
 //! # Decided from replicated state
 //!
 //! The rule is applied by every replica, from the queue and the time of the command that
-//! looks at it (a lease, a pop or an ack), so a failover neither starts a skipped instant nor
-//! stalls one that was due. Whether an instant fell due while the tick before it was
-//! unacknowledged needs only that tick still being in the queue: a tick leaves the queue only
-//! through a command that settles the queue first, so a command at `now_ms` that still finds
-//! the clock's oldest tick (its *head*) finds it there at every instant up to `now_ms`.
+//! looks at it (a lease, a pop or an ack; for webhooks, the outbox and the settlement's time
+//! the `Confirm` carries), so a failover neither starts a skipped instant nor stalls one that
+//! was due. Whether an instant fell due while the tick before it was unacknowledged needs only
+//! that tick still being in the queue: a tick leaves the queue only through a command that
+//! settles the queue first, so a command at `now_ms` that still finds the clock's oldest tick
+//! (its *head*) finds it there at every instant up to `now_ms`.
 //!
 //! An instant skipped when no later tick is filed yet is carried (the ledger's `overlap_carry`)
 //! into the clock's next filed scheduled tick.

@@ -17,6 +17,9 @@
 //!   [`PUBLISH_RETRY_PAUSE`]; a tick the broker did not confirm is published again, with its id.
 //! * **Confirm** what the broker stored, or returned because the queue is gone, in one
 //!   command per [`CONFIRM_EVERY`](crate::duties::CONFIRM_EVERY).
+//! * **Overlap**: a clock with overlap control (SPEC §5a) has one tick out at a time, its
+//!   oldest in the outbox; the others wait until it is settled and its `Confirm`, stamped
+//!   with the settlement's time, has decided which of them are skipped (`decisions/lines.rs`).
 //! * **Redelivery**: ticks that were already due when this leader took over may have been
 //!   published by the previous leader; publishing one is counted as a re-delivery, once.
 //! * **Purge** active clocks nobody consumes: http clocks not polled for the clock TTL, and
@@ -145,9 +148,10 @@ struct Retry {
 /// The leader's state between two steps, for one term.
 ///
 /// Every outbox key this leader has seen is in exactly one of `ready`, `in_flight`, the
-/// waiting part of `retries` and the ticks `lines` holds, so finding what to publish next costs the ticks it returns, not
-/// the ticks in flight: during a burst ten thousand ticks are in flight, and scanning past them
-/// after every applied entry and every pass was a tenth of the leader's CPU.
+/// waiting part of `retries` and the ticks `lines` holds, so finding what to publish next
+/// costs the ticks it returns, not the ticks in flight: during a burst ten thousand ticks are
+/// in flight, and scanning past them after every applied entry and every pass was a tenth of
+/// the leader's CPU.
 #[derive(Debug)]
 pub struct Decisions {
     config: EngineConfig,
@@ -215,8 +219,9 @@ impl Decisions {
         decisions
     }
 
-    /// Catches up with the registry's outbox: ticks filed since the last look are ready, ticks
-    /// removed (confirmed, withdrawn, purged with their clock) are forgotten. Costs what changed
+    /// Catches up with the registry's outbox: ticks filed since the last look are ready (or
+    /// held behind their clock's head), ticks removed (confirmed, withdrawn, purged with their
+    /// clock) are forgotten, and a removed head makes the next of its line ready. Costs what changed
     /// since the last look; nothing when the outbox is the one already seen.
     fn look(&mut self, registry: &Registry) {
         let outbox = registry.ledger().outbox();
