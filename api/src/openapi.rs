@@ -78,11 +78,12 @@ impl Modify for SecuritySchemes {
 }
 
 /// The whole document: the parts above and every route of [`crate::router`], each (but the
-/// pop) with the 429 that [`crate::strangers`] may answer in front of it.
+/// pop, the lease and the ack) with the 429 that [`crate::strangers`] may answer in front of
+/// it.
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut document = crate::all_routes().into_openapi();
     for (path, item) in document.paths.paths.iter_mut() {
-        if path == crate::strangers::POP_ROUTE {
+        if crate::strangers::QUEUE_ROUTES.contains(&path.as_str()) {
             continue;
         }
         let operations = [

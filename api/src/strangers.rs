@@ -10,9 +10,10 @@
 //! ([`Strangers::charge`]), whatever else it carries, so an access-token holder cannot guess
 //! the operator token at full speed either.
 //!
-//! Pops are left alone: the queue id is their credential and clients poll often (a worker
-//! with a thousand http clocks pops a thousand times a second from one address), while an
-//! unknown queue is already answered cheaply (`crate::unanswered_pops`). So is health: a load
+//! Pops, leases and acks are left alone: the queue id is their credential and clients poll
+//! often (a worker with a thousand http clocks pops, or leases and acks, a thousand times a
+//! second from one address), while an unknown queue is already answered cheaply
+//! (`crate::routes::queues::known_queue`, `crate::unanswered_pops`). So is health: a load
 //! balancer that shares an address with a flood of strangers must still see its node UP.
 //!
 //! The buckets are bounded ([`MAX_TRACKED_ADDRESSES`]): when the table is full, buckets that
@@ -47,11 +48,18 @@ pub const MAX_TRACKED_ADDRESSES: usize = 16_384;
 /// The least time between two sweeps of a full table.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// The pop route, never limited here.
-pub(crate) const POP_ROUTE: &str = "/api/v1/queues/{queue_id}/pop";
+const POP_ROUTE: &str = "/api/v1/queues/{queue_id}/pop";
+/// The lease route, never limited here.
+const LEASE_ROUTE: &str = "/api/v1/queues/{queue_id}/lease";
+/// The ack route, never limited here.
+const ACK_ROUTE: &str = "/api/v1/queues/{queue_id}/ack";
+/// The routes whose credential is the queue id in their path: never limited here, and one
+/// that finds its queue proves its connection.
+pub(crate) const QUEUE_ROUTES: [&str; 3] = [POP_ROUTE, LEASE_ROUTE, ACK_ROUTE];
 /// The health route, never limited here: it reads this node's own metrics and nothing else.
 const HEALTH_ROUTE: &str = "/mgmt/health";
-/// Routes whose requests are never counted.
-const UNCOUNTED_ROUTES: [&str; 2] = [POP_ROUTE, HEALTH_ROUTE];
+/// Routes whose requests are never counted besides [`QUEUE_ROUTES`].
+const UNCOUNTED_ROUTES: [&str; 1] = [HEALTH_ROUTE];
 
 /// How many requests without a valid token one address may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,10 +218,11 @@ fn client_address(request: &Request) -> Option<IpAddr> {
 }
 
 /// The middleware: counts each request without a valid token against its address, and
-/// refuses it with a 429 once the address has sent too many. Pops and health are never
-/// counted: the queue id is a pop's credential, and a load balancer behind the same address
-/// as a flood of strangers must still see its node healthy. A request with a valid token, or
-/// a pop that finds its queue, proves its connection ([`Standing`]).
+/// refuses it with a 429 once the address has sent too many. Pops, leases, acks and health
+/// are never counted: the queue id is the credential of the first three, and a load balancer
+/// behind the same address as a flood of strangers must still see its node healthy. A
+/// request with a valid token, or one of [`QUEUE_ROUTES`] that finds its queue, proves its
+/// connection ([`Standing`]).
 pub async fn limit(
     State(strangers): State<Arc<Strangers>>,
     request: Request,
@@ -224,8 +233,11 @@ pub async fn limit(
         .get::<MatchedPath>()
         .map(|route| route.as_str().to_owned());
     let standing = request.extensions().get::<Standing>().cloned();
-    if route.as_deref() == Some(POP_ROUTE) {
-        // A pop's credential is its queue id: a pop that finds its queue proves the connection.
+    if route
+        .as_deref()
+        .is_some_and(|route| QUEUE_ROUTES.contains(&route))
+    {
+        // The queue id is the credential: a request that finds its queue proves the connection.
         let response = next.run(request).await;
         if response.status().is_success()
             && let Some(standing) = standing

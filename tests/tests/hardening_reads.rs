@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::future::join_all;
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tickd_tests::api::{self, anonymous, clock_id, cluster_view, register};
 use tickd_tests::{NodeId, TestCluster};
 use tokio::sync::Mutex;
@@ -504,6 +504,17 @@ async fn a_stranger_past_its_burst_gets_429_and_a_token_holder_on_its_address_do
     for _ in 0..10 {
         let (status, _, body) = status_of(stranger.get(&pop_url)).await;
         assert_eq!(status, StatusCode::OK, "a pop of a real queue: {body}");
+    }
+    // So are leases and acks: their credential is the queue id too.
+    let queue_url = pop_url.strip_suffix("/pop").unwrap_or(&pop_url);
+    let receipts = json!({"receipts": [format!("{}.1", "0".repeat(32))]});
+    for _ in 0..10 {
+        let lease = stranger.post(format!("{queue_url}/lease")).json(&json!({}));
+        let (status, _, body) = status_of(lease).await;
+        assert_eq!(status, StatusCode::OK, "a lease of a real queue: {body}");
+        let ack = stranger.post(format!("{queue_url}/ack")).json(&receipts);
+        let (status, _, body) = status_of(ack).await;
+        assert_eq!(status, StatusCode::OK, "an ack on a real queue: {body}");
     }
     // Another address has its own bucket.
     let (status, _, body) = status_of(client_at(10).get(&nothing)).await;
