@@ -258,6 +258,29 @@ pub async fn health(cluster: &TestCluster, node: NodeId) -> Reply {
     send(anonymous(cluster, Method::GET, node, HEALTH_PATH)).await
 }
 
+/// The sample of one series in `node`'s metrics: `series` is the metric's name, with its
+/// labels as the node renders them (`name{label="value"}`) if it has any; `None` when the node
+/// does not export it.
+///
+/// # Panics
+///
+/// When the node does not answer the operator's `GET /metrics` with 200.
+pub async fn metric(cluster: &TestCluster, node: NodeId, series: &str) -> Option<f64> {
+    let (status, _, text) = send(operator(cluster, Method::GET, node, "/metrics")).await;
+    assert_eq!(status, StatusCode::OK, "node {node}: GET /metrics: {text}");
+    let text = text
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| text.to_string());
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// `GET /api/v1/cluster`, parsed.
 ///
 /// # Panics

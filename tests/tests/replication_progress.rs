@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tickd_tests::api::{
-    BACKUP_PATH, CLUSTER_PATH, RESTORE_PATH, authed, health, on_node, operator, pop, register, send,
+    BACKUP_PATH, CLUSTER_PATH, RESTORE_PATH, authed, health, metric, on_node, operator, pop,
+    register, send,
 };
 use tickd_tests::cluster::READY_TIMEOUT;
 use tickd_tests::power::PowerCluster;
@@ -152,23 +153,6 @@ async fn ticks_within(
         }
     }
     ticks
-}
-
-/// One sample of `name` (with `labels` inside its braces, if any) in `node`'s metrics.
-async fn metric(cluster: &TestCluster, node: NodeId, series: &str) -> Option<f64> {
-    let (status, _, text) = send(operator(cluster, Method::GET, node, "/metrics")).await;
-    assert_eq!(status, StatusCode::OK, "{text}");
-    let text = text
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| text.to_string());
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
 }
 
 /// The bytes of appends `node` has sent its followers.
