@@ -48,8 +48,9 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
 /// The closure behind `GET /metrics`: it measures the replicated state and the log's memory,
 /// then renders every metric.
 pub fn renderer(handle: PrometheusHandle, state: StateHandle, log: LogMemory) -> RenderMetrics {
+    let gauges = tickd_raft::telemetry::StateGauges::default();
     Arc::new(move || {
-        tickd_raft::telemetry::record_state(&state);
+        gauges.record(&state);
         log.record();
         handle.render()
     })

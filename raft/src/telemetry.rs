@@ -3,19 +3,19 @@
 //!
 //! openraft publishes its view of the node on a watch channel ([`Raft::metrics`]); [`watch`]
 //! follows it and mirrors it into gauges, and counts each new leader it sees. The replicated
-//! state (clocks by status, outbox depth) is measured by [`record_state`] when a scrape asks,
-//! not on every applied entry: counting a million clocks is cheap once per scrape and wasteful
-//! ten times a second. Everything is recorded through the `metrics` facade; the binary chooses
+//! state (clocks by status, outbox depth) is measured by [`StateGauges`] when a scrape asks,
+//! not on every applied entry, and the clocks are counted again only when they changed. Everything is recorded through the `metrics` facade; the binary chooses
 //! the recorder and calls [`describe`] once, which also registers the metrics that would
 //! otherwise appear only at their first event.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
 use openraft::ServerState;
-use tickd_domain::ClockStatus;
+use tickd_domain::{ClockStatus, ClocksStamp};
 use tokio::sync::watch as channel;
 
 use crate::{NodeId, Raft, StateHandle};
@@ -181,7 +181,7 @@ pub fn describe() {
     // The exporter renders a metric only once it has been recorded. A fresh node, or one that
     // never saw a leader, must still export these at zero: an alert on their increase would
     // otherwise miss the first event, which creates the series instead of raising it. The
-    // gauges are set by `watch` and `record_state` before any scrape; the forwarding metrics
+    // gauges are set by `watch` and `StateGauges` before any scrape; the forwarding metrics
     // are labelled by route and appear with the first forward.
     counter!(LEADER_CHANGES).increment(0);
     let _ = histogram!(WRITE_BATCH);
@@ -240,27 +240,68 @@ pub fn record_clock(
     }
 }
 
-/// Measures the replicated state: clocks by status, and ticks waiting for delivery. Called
-/// on every scrape. It holds the state's read lock only to take an image (O(1)) and passes
-/// over the clocks and queues without it: at a million clocks the pass takes a tenth of a
-/// second, for which every command would otherwise wait.
-pub fn record_state(state: &StateHandle) {
-    let image = state.read().registry.image();
-    let mut by_status = [0u64; STATUSES.len()];
-    for clock in image.clocks() {
-        if let Some(slot) = STATUSES.iter().position(|status| *status == clock.status) {
-            by_status[slot] += 1;
+/// Measures the replicated state for a scrape: clocks by status, and ticks waiting for
+/// delivery. It holds the state's read lock only to take an image (O(1)) and passes over the
+/// clocks and queues without it: at a million clocks counting the clocks takes a tenth of a
+/// second, for which every command would otherwise wait. The counts are kept with the
+/// registry's clocks stamp and taken again only once a clock was added, removed, paused or
+/// resumed, so that a node scraped every second by several Prometheuses, on a cluster whose
+/// clocks stay registered, passes over them once.
+#[derive(Default)]
+pub struct StateGauges {
+    /// The clocks by status ([`STATUSES`]' order), and the stamp of the clocks they count.
+    by_status: Mutex<Option<(ClocksStamp, [u64; STATUSES.len()])>>,
+}
+
+impl StateGauges {
+    /// Sets the gauges of the replicated state, as it is now.
+    pub fn record(&self, state: &StateHandle) {
+        let (stamp, image) = {
+            let state = state.read();
+            (state.registry.clocks_stamp(), state.registry.image())
+        };
+        let by_status = self.by_status(stamp, || {
+            let mut by_status = [0u64; STATUSES.len()];
+            for clock in image.clocks() {
+                if let Some(slot) = STATUSES.iter().position(|status| *status == clock.status) {
+                    by_status[slot] += 1;
+                }
+            }
+            by_status
+        });
+        for (status, count) in STATUSES.iter().zip(by_status) {
+            gauge!(CLOCKS, "status" => status.as_str()).set(count as f64);
+        }
+        let ledger = image.ledger();
+        gauge!(OUTBOX_TICKS).set(ledger.outbox().len() as f64);
+        let queued: usize = ledger.queues().values().map(|queue| queue.len()).sum();
+        gauge!(HTTP_QUEUED_TICKS).set(queued as f64);
+        let leased: usize = ledger.leases().values().map(|leases| leases.len()).sum();
+        gauge!(HTTP_LEASED_TICKS).set(leased as f64);
+    }
+
+    /// The clocks by status: those counted last, if they were counted at `stamp`; else what
+    /// `count` counts now, kept for the next scrape.
+    fn by_status(
+        &self,
+        stamp: ClocksStamp,
+        count: impl FnOnce() -> [u64; STATUSES.len()],
+    ) -> [u64; STATUSES.len()] {
+        // A scrape that panicked while counting left nothing half-written: the pair is set
+        // whole, so a poisoned lock holds a sound value.
+        let mut counted = self
+            .by_status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match *counted {
+            Some((at, by_status)) if at == stamp => by_status,
+            _ => {
+                let by_status = count();
+                *counted = Some((stamp, by_status));
+                by_status
+            }
         }
     }
-    for (status, count) in STATUSES.iter().zip(by_status) {
-        gauge!(CLOCKS, "status" => status.as_str()).set(count as f64);
-    }
-    let ledger = image.ledger();
-    gauge!(OUTBOX_TICKS).set(ledger.outbox().len() as f64);
-    let queued: usize = ledger.queues().values().map(|queue| queue.len()).sum();
-    gauge!(HTTP_QUEUED_TICKS).set(queued as f64);
-    let leased: usize = ledger.leases().values().map(|leases| leases.len()).sum();
-    gauge!(HTTP_LEASED_TICKS).set(leased as f64);
 }
 
 /// Counts one request forwarded to the leader's internal `route`, and how long it took.
@@ -291,4 +332,27 @@ pub(crate) fn record_write_batch(commands: usize) {
 
 fn flag(on: bool) -> f64 {
     if on { 1.0 } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    #[test]
+    fn clocks_are_counted_again_only_once_their_stamp_moved() {
+        let gauges = StateGauges::default();
+        let passes = Cell::new(0);
+        let count = |active| {
+            passes.set(passes.get() + 1);
+            [0, active, 0]
+        };
+        let (first, second) = (ClocksStamp::default(), ClocksStamp::default());
+        assert_eq!(gauges.by_status(first, || count(5)), [0, 5, 0]);
+        assert_eq!(gauges.by_status(first, || count(6)), [0, 5, 0]);
+        assert_eq!(passes.get(), 1, "the same clocks, scraped again");
+        assert_eq!(gauges.by_status(second, || count(6)), [0, 6, 0]);
+        assert_eq!(passes.get(), 2, "a clock added, paused or removed");
+    }
 }

@@ -230,6 +230,26 @@ async fn metrics_move_while_ticking_and_across_a_leader_kill() {
         5.0,
         "the state gauges come from the replicated state, on every node"
     );
+    // A node counts its clocks again once they changed, not only at its first scrape.
+    let (status, _, body) = api::register(&cluster, follower, &unique_name("idle"), "@never").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let idle = api::clock_id(&body);
+    let (status, _, body) = api::action(&cluster, follower, &idle, "pause").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    eventually(
+        "the follower's gauges counting the paused clock",
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+        || async {
+            let seen = scrape(&cluster, follower).await;
+            let counts = [
+                seen.value("tickd_clocks", &[("status", "ACTIVE")]),
+                seen.value("tickd_clocks", &[("status", "PAUSED")]),
+            ];
+            (counts == [5.0, 1.0]).then_some(())
+        },
+    )
+    .await;
 
     // A leader kill between a tick's publish and the commit of its confirmation. As soon as
     // the consumers get a tick from the leader, the followers are halted (SIGSTOP), so the
