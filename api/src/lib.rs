@@ -46,6 +46,7 @@ pub mod openapi;
 mod overlap_choice;
 pub mod polls;
 pub mod routes;
+mod shared_view;
 mod slots;
 pub mod standing;
 pub mod strangers;
@@ -95,6 +96,8 @@ pub struct AppState {
     event_streams: slots::Slots,
     /// The event streams each client address may still open.
     event_streams_per_address: address_shares::AddressShares,
+    /// What this node's event streams show, built once for all of them.
+    stream_views: Arc<routes::events::StreamViews>,
     /// The unpaged lists of the clocks this node may still send.
     unpaged_lists: slots::Slots,
 }
@@ -176,6 +179,7 @@ pub fn router(
         space,
         event_streams: routes::events::stream_slots(),
         event_streams_per_address: routes::events::stream_shares(),
+        stream_views: Arc::default(),
         unpaged_lists: list_body::unpaged_slots(),
     };
     let clients = token_routes().layer(middleware::from_fn_with_state(token, auth::require_token));

@@ -33,6 +33,11 @@ pub const TICKS_ACKED: &str = "tickd_ticks_acked_total";
 /// Requests refused with a 429 because their address sent too many without a valid token.
 pub const STRANGERS_REFUSED: &str = "tickd_api_strangers_refused_total";
 
+/// Views built for this node's event streams, by `view`: `cluster`, `listing` (of the clocks)
+/// or `stats`. One build serves every stream open at the time, so the rate stays the same
+/// however many dashboards watch.
+pub const STREAM_VIEWS_BUILT: &str = "tickd_api_stream_views_built_total";
+
 /// The route label of a request that matched no route (it got a 404).
 const UNMATCHED: &str = "unmatched";
 
@@ -64,6 +69,11 @@ pub fn describe() {
         "Requests this node refused with a 429 because their address had sent too many \
          without a valid token (unauthenticated_rate_per_second, unauthenticated_burst)"
     );
+    describe_counter!(
+        STREAM_VIEWS_BUILT,
+        "Views this node built for its event streams (the dashboard's), by view: cluster, \
+         listing or stats; every stream open at the time shares each one"
+    );
     // The exporter renders a metric only once it has been recorded; a node no poller has
     // reached yet must still export its pops at zero, so that a sum over the nodes and an
     // alert on the increase see every node. The request metrics are labelled by route and
@@ -73,6 +83,9 @@ pub fn describe() {
     counter!(TICKS_LEASED, "delivery" => "again").increment(0);
     counter!(TICKS_ACKED).increment(0);
     counter!(STRANGERS_REFUSED).increment(0);
+    for view in ["cluster", "listing", "stats"] {
+        counter!(STREAM_VIEWS_BUILT, "view" => view).increment(0);
+    }
 }
 
 /// Middleware: one span per request, and its count and latency once answered.
@@ -105,6 +118,11 @@ pub async fn observe(request: Request, next: Next) -> Response {
 /// Counts a request refused by [`crate::strangers`].
 pub(crate) fn record_stranger_refused() {
     counter!(STRANGERS_REFUSED).increment(1);
+}
+
+/// Counts one view built for the event streams.
+pub(crate) fn record_stream_view_built(view: &'static str) {
+    counter!(STREAM_VIEWS_BUILT, "view" => view).increment(1);
 }
 
 /// Counts ticks handed to a poller.

@@ -419,3 +419,123 @@ async fn a_node_serves_at_most_32_event_streams_and_each_begins_with_the_cluster
         .expect("an answer");
     assert_eq!(without_token.status(), StatusCode::FORBIDDEN);
 }
+
+/// How long the streams of the sharing test are watched: long enough for several of each
+/// stream's refreshes (every 2 s) and of the shared views' builds (at most one a second).
+const WATCHED_FOR: Duration = Duration::from_secs(7);
+
+/// Builds of one of the event streams' views (`cluster`, `listing` or `stats`) on `node`.
+async fn views_built(cluster: &TestCluster, node: NodeId, view: &str) -> f64 {
+    let series = format!("tickd_api_stream_views_built_total{{view=\"{view}\"}}");
+    api::metric(cluster, node, &series)
+        .await
+        .unwrap_or_else(|| panic!("node {node} exports no {series}"))
+}
+
+/// The events of an event stream's text: each one's kind and data.
+fn stream_events(text: &str) -> Vec<(String, String)> {
+    text.split("\n\n")
+        .filter_map(|event| {
+            let mut kind = None;
+            let mut data = String::new();
+            for line in event.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    kind = Some(name.to_owned());
+                } else if let Some(line) = line.strip_prefix("data: ") {
+                    data.push_str(line);
+                }
+            }
+            Some((kind?, data))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_event_stream_of_a_node_shares_one_cluster_status_one_listing_and_one_set_of_statistics()
+ {
+    let cluster = TestCluster::start(1).await;
+    let node = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let before = [
+        views_built(&cluster, node, "cluster").await,
+        views_built(&cluster, node, "listing").await,
+        views_built(&cluster, node, "stats").await,
+    ];
+    // Sixteen dashboards, four per client address (the most one address may hold).
+    let clients: Vec<reqwest::Client> = (0..4u8)
+        .map(|n| tickd_tests::http::client_from(70 + n, Duration::from_secs(60)))
+        .collect();
+    let started = Instant::now();
+    let mut readers = Vec::new();
+    for n in 0..16 {
+        let mut response = clients[n / 4]
+            .get(format!("{}/api/v1/events", cluster.api_url(node)))
+            .bearer_auth(cluster.token())
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("stream {n}: {error}"));
+        assert_eq!(response.status(), StatusCode::OK, "stream {n}");
+        readers.push(tokio::spawn(async move {
+            let mut text = String::new();
+            let until = tokio::time::Instant::now() + WATCHED_FOR;
+            while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(until, response.chunk()).await {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+            }
+            text
+        }));
+    }
+    // A clock added while they watch: every stream lists it, from one pass over the clocks.
+    let name = unique_name("watched");
+    let (status, _, body) = register(&cluster, node, &name, "every.1.seconds").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut texts = Vec::new();
+    for reader in readers {
+        texts.push(reader.await.expect("a stream's reader"));
+    }
+    let watched = started.elapsed();
+    let built = [
+        views_built(&cluster, node, "cluster").await - before[0],
+        views_built(&cluster, node, "listing").await - before[1],
+        views_built(&cluster, node, "stats").await - before[2],
+    ];
+
+    let events: Vec<Vec<(String, String)>> = texts.iter().map(|text| stream_events(text)).collect();
+    let sent = |kind: &str| -> usize {
+        events
+            .iter()
+            .map(|events| events.iter().filter(|(each, _)| each == kind).count())
+            .sum()
+    };
+    for (n, events) in events.iter().enumerate() {
+        assert!(
+            events
+                .iter()
+                .any(|(kind, data)| kind == "clocks" && data.contains(&name)),
+            "stream {n} never listed the new clock: {events:?}"
+        );
+    }
+    // Each shared view is built at most once a second (the age a stream may take it at), one
+    // more for a build under way as the window closed; per stream, the sixteen streams' first
+    // events alone would be sixteen builds of each.
+    let at_most = watched.as_secs_f64().ceil() + 1.0;
+    let [cluster_builds, listing_builds, stats_builds] = built;
+    assert!(
+        cluster_builds <= at_most,
+        "{cluster_builds} cluster statuses built in {watched:?} for {} cluster events",
+        sent("cluster")
+    );
+    assert!(
+        sent("cluster") >= 16 * 3,
+        "each stream refreshes the cluster every 2 s: {} events in {watched:?}",
+        sent("cluster")
+    );
+    assert!(
+        stats_builds <= at_most,
+        "{stats_builds} statistics built in {watched:?}"
+    );
+    // Listed once before the clock was added and once after, whatever the number of streams.
+    assert!(
+        (1.0..=2.0).contains(&listing_builds),
+        "{listing_builds} listings of the clocks built for {} clocks events",
+        sent("clocks")
+    );
+}

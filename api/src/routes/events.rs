@@ -14,11 +14,15 @@
 //!   over the last minutes), at once and whenever it changed (checked every
 //!   [`STATS_CHECK_EVERY`]).
 //!
-//! A stream passes over the whole registry only when its clocks changed (the registry's
-//! [`ClocksStamp`](tickd_domain::ClocksStamp) moved: a clock added, removed, paused or
-//! resumed), and then on an image of it, on a blocking thread, without the state's lock
-//! (which every command waits for: at a million clocks the pass takes a second). Otherwise a
-//! check costs the listed clocks' statistics. A node serves at most [`MAX_STREAMS`] streams at
+//! The streams of a node share what they show ([`StreamViews`]): the cluster's status, the
+//! listing of the clocks and the statistics are each built by the first stream that needs
+//! them and taken as they are by the others, so that a node probes its peers and passes over
+//! its clocks as often whether one dashboard or thirty-two watch it
+//! (`tickd_api_stream_views_built_total` counts the builds). The listing is built again only
+//! when the clocks changed (the registry's [`ClocksStamp`](tickd_domain::ClocksStamp) moved: a
+//! clock added, removed, paused or resumed). Both passes over the clocks run on an image of
+//! the registry, on a blocking thread, without the state's lock (which every command waits
+//! for: at a million clocks the listing takes a second). A node serves at most [`MAX_STREAMS`] streams at
 //! once (one more is answered 503 with `Retry-After`), and at most
 //! [`MAX_STREAMS_PER_ADDRESS`] to one client address (one more is a 429), so that one client
 //! whose streams never read cannot keep every other out.
@@ -28,6 +32,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::convert::Infallible;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Extension;
@@ -44,7 +49,9 @@ use crate::error::{ApiError, ErrorBody};
 use crate::long_pass::off_the_runtime;
 use crate::routes::cluster::{ClusterStatus, status};
 use crate::routes::stats::TickStats;
+use crate::shared_view::SharedView;
 use crate::slots::{Slot, Slots};
+use crate::telemetry::record_stream_view_built;
 
 /// How often a stream looks for a change of the cluster.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -54,6 +61,13 @@ pub const CLOCKS_CHECK_EVERY: Duration = Duration::from_secs(1);
 pub const STATS_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// How often a `cluster` event is sent even when nothing it is keyed on changed.
 pub const CLUSTER_REFRESH: Duration = Duration::from_secs(2);
+/// How old a `cluster` event built for another stream may be when a stream sends it: half of
+/// [`CLUSTER_REFRESH`], so that the applied indexes a stream shows are never older than its
+/// own refresh period, while every stream of a node shares about every second build.
+pub const CLUSTER_SHARED_FOR: Duration = Duration::from_secs(1);
+/// How old a `stats` event built for another stream may be when a stream sends it: half of
+/// [`STATS_CHECK_EVERY`], for the same reason.
+pub const STATS_SHARED_FOR: Duration = Duration::from_secs(1);
 /// The most clocks a `clocks` event lists.
 pub const MAX_LISTED: usize = 1_000;
 /// The most event streams one node serves at once.
@@ -191,7 +205,7 @@ struct Watcher {
     cluster_key: Option<ClusterKey>,
     cluster_sent: Option<Instant>,
     /// The clocks as of the registry's last stamp this stream saw.
-    listing: Option<Listing>,
+    listing: Option<Arc<Listing>>,
     /// The hash of the clocks last sent.
     clocks_hash: Option<u64>,
     clocks_checked: Option<Instant>,
@@ -200,8 +214,21 @@ struct Watcher {
     ticker: tokio::time::Interval,
 }
 
+/// What every event stream of a node shows, each built once for all of them.
+#[derive(Default)]
+pub(crate) struct StreamViews {
+    /// The `cluster` event, by what it is sent on a change of.
+    cluster: SharedView<ClusterKey, ClusterStatus>,
+    /// The clocks, by the registry's stamp when they were listed.
+    listing: SharedView<ClocksStamp, Listing>,
+    /// The `stats` event: by time alone, so that streams whose listings differ for a moment
+    /// (one saw a new clock, another not yet) do not take turns building it. The statistics
+    /// are those of the listing of the stream that built them.
+    stats: SharedView<(), EncodedStats>,
+}
+
 /// What a `cluster` event is sent on a change of.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct ClusterKey {
     leader: Option<u64>,
     term: u64,
@@ -213,15 +240,22 @@ impl Watcher {
     async fn next_event(&mut self) -> Event {
         loop {
             self.ticker.tick().await;
-            let key = self.cluster_key();
+            let key = cluster_key(&self.app);
             let refresh = self
                 .cluster_sent
                 .is_none_or(|sent| sent.elapsed() >= CLUSTER_REFRESH);
             if refresh || self.cluster_key.as_ref() != Some(&key) {
-                self.cluster_key = Some(key);
+                self.cluster_key = Some(key.clone());
                 self.cluster_sent = Some(Instant::now());
-                let body: ClusterStatus = status(&self.app).await;
-                return json_event("cluster", &body);
+                let app = &self.app;
+                let build = |()| async {
+                    record_stream_view_built("cluster");
+                    Ok::<_, Infallible>(status(app).await)
+                };
+                let current = || (cluster_key(app), ());
+                let views = &app.stream_views;
+                let Ok(body) = views.cluster.get(CLUSTER_SHARED_FOR, current, build).await;
+                return json_event("cluster", &*body);
             }
             let clocks_due = self
                 .clocks_checked
@@ -240,51 +274,76 @@ impl Watcher {
             if stats_due {
                 self.stats_checked = Some(Instant::now());
                 self.refresh_listing().await;
-                let body = self.stats();
-                let Ok(json) = serde_json::to_string(&body) else {
-                    return json_event("stats", &body);
-                };
-                let mut hasher = DefaultHasher::new();
-                json.hash(&mut hasher);
-                let hash = hasher.finish();
-                if self.stats_hash != Some(hash) {
-                    self.stats_hash = Some(hash);
-                    return Event::default().event("stats").data(json);
+                if let Some(stats) = self.stats().await
+                    && self.stats_hash != Some(stats.hash)
+                {
+                    self.stats_hash = Some(stats.hash);
+                    return Event::default().event("stats").data(stats.json.clone());
                 }
             }
         }
     }
 
-    /// The `stats` event's body: the figures of the clocks a `clocks` event lists.
-    fn stats(&self) -> TickStats {
-        let now_ms = self.app.replica.clock().now_ms();
-        let (listed, total) = self
-            .listing
-            .as_ref()
-            .map_or((&[][..], 0), |listing| (&listing.listed[..], listing.total));
-        let state = self.app.replica.state().read();
-        TickStats::of(&state.registry.image(), listed, total, now_ms)
+    /// The `stats` event, encoded: the figures of the clocks a `clocks` event lists, gathered
+    /// from an image on a blocking thread (a thousand clocks' statistics, which the state's
+    /// lock would hold every command up for), and shared with every other stream.
+    async fn stats(&self) -> Option<Arc<EncodedStats>> {
+        let listing = self.listing.clone();
+        let app = &self.app;
+        let current = || ((), app.replica.state().read().registry.image());
+        let build = |image: RegistryImage| async move {
+            record_stream_view_built("stats");
+            let now_ms = app.replica.clock().now_ms();
+            off_the_runtime("an event stream's statistics", move || {
+                EncodedStats::of(&image, listing.as_deref(), now_ms)
+            })
+            .await
+            .map_err(|error| error.message().to_owned())?
+        };
+        match app
+            .stream_views
+            .stats
+            .get(STATS_SHARED_FOR, current, build)
+            .await
+        {
+            Ok(stats) => Some(stats),
+            Err(error) => {
+                tracing::warn!(%error, "an event stream could not gather the statistics");
+                None
+            }
+        }
     }
 
     /// Brings the listing up to the registry's clocks: a pass over all of them, on an image
-    /// and a blocking thread, when the stamp moved since the last one; nothing otherwise.
+    /// and a blocking thread, when the stamp moved since any stream's last one; nothing
+    /// otherwise.
     async fn refresh_listing(&mut self) {
-        let (stamp, image) = {
+        let stamp = self.app.replica.state().read().registry.clocks_stamp();
+        if self
+            .listing
+            .as_ref()
+            .is_some_and(|listing| listing.stamp == stamp)
+        {
+            return;
+        }
+        let current = || {
             let state = self.app.replica.state().read();
             let stamp = state.registry.clocks_stamp();
-            if self
-                .listing
-                .as_ref()
-                .is_some_and(|listing| listing.stamp == stamp)
-            {
-                return;
-            }
-            (stamp, state.registry.image())
+            (stamp, (stamp, state.registry.image()))
         };
-        match off_the_runtime("an event stream's listing of the clocks", move || {
-            Listing::of(stamp, &image)
-        })
-        .await
+        let build = |(stamp, image): (ClocksStamp, RegistryImage)| async move {
+            record_stream_view_built("listing");
+            off_the_runtime("an event stream's listing of the clocks", move || {
+                Listing::of(stamp, &image)
+            })
+            .await
+        };
+        match self
+            .app
+            .stream_views
+            .listing
+            .get(Duration::MAX, current, build)
+            .await
         {
             Ok(listing) => self.listing = Some(listing),
             // The pass cannot panic; should it, the stream goes on with what it showed.
@@ -292,15 +351,6 @@ impl Watcher {
                 error = error.message(),
                 "an event stream could not list the clocks"
             ),
-        }
-    }
-
-    fn cluster_key(&self) -> ClusterKey {
-        let view = self.app.replica.cluster();
-        ClusterKey {
-            leader: view.leader,
-            term: view.term,
-            membership: view.membership_at,
         }
     }
 
@@ -323,6 +373,40 @@ impl Watcher {
                 clocks,
             },
         ))
+    }
+}
+
+/// What this node's `cluster` event is sent on a change of, now.
+fn cluster_key(app: &AppState) -> ClusterKey {
+    let view = app.replica.cluster();
+    ClusterKey {
+        leader: view.leader,
+        term: view.term,
+        membership: view.membership_at,
+    }
+}
+
+/// A `stats` event's body, and a hash of it: a stream sends it when the hash differs from
+/// that of the last one it sent.
+struct EncodedStats {
+    hash: u64,
+    json: String,
+}
+
+impl EncodedStats {
+    /// The statistics of the clocks `listing` lists, as of `image`: for a blocking thread.
+    fn of(image: &RegistryImage, listing: Option<&Listing>, now_ms: u64) -> Result<Self, String> {
+        let (listed, total) =
+            listing.map_or((&[][..], 0), |listing| (&listing.listed[..], listing.total));
+        let body = TickStats::of(image, listed, total, now_ms);
+        let json = serde_json::to_string(&body)
+            .map_err(|error| format!("could not encode the statistics: {error}"))?;
+        let mut hasher = DefaultHasher::new();
+        json.hash(&mut hasher);
+        Ok(EncodedStats {
+            hash: hasher.finish(),
+            json,
+        })
     }
 }
 
