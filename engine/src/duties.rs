@@ -155,6 +155,9 @@ struct Duties<'a> {
     /// Given-up ticks are logged at most once per [`GIVEN_UP_LOG_EVERY`]: a receiver that
     /// refuses every tick of ten thousand clocks must not write ten thousand lines a second.
     given_up: GivenUpLog,
+    /// Whether a quorum has confirmed this leadership's lease yet: the first confirmation is
+    /// logged, the moment a new leader may publish (a failover's timeline reads it).
+    lease_held: bool,
 }
 
 /// How often given-up ticks are logged at most.
@@ -203,6 +206,7 @@ impl<'a> Duties<'a> {
             purge_every,
             intent_in_flight: None,
             given_up: GivenUpLog::default(),
+            lease_held: false,
         }
     }
 
@@ -274,7 +278,13 @@ impl<'a> Duties<'a> {
     async fn renew_lease(&mut self) {
         let asked_at = Instant::now();
         match self.replica.confirm_leadership().await {
-            Ok(_) => self.decisions.lease_confirmed(asked_at),
+            Ok(_) => {
+                self.decisions.lease_confirmed(asked_at);
+                if !self.lease_held {
+                    self.lease_held = true;
+                    tracing::info!("leading: a quorum confirmed the lease; publishing");
+                }
+            }
             Err(error) => {
                 tracing::debug!(%error, "leadership not confirmed; the lease is dropped");
                 self.decisions.lease_lost();
