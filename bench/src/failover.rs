@@ -2,6 +2,12 @@
 //! clocks tick; each kill is timed to the first tick the new leader delivers, and at the end
 //! every instant of every clock in the run must have arrived. The killed node is restarted
 //! and has caught up before the next kill, so every kill is one fault in a healthy cluster.
+//!
+//! Each kill is also broken into phases ([`Timeline`]), from the new leader's log (the
+//! engine's `leading: firing ticks` and `leading: a quorum confirmed the lease` lines, whose
+//! timestamps are the same machine's clock as the kill's) and from the first tick itself:
+//! whether it was a tick the dead leader had left unconfirmed, published at once, or the next
+//! instant, waited for.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -31,6 +37,16 @@ pub struct FailoverResult {
     pub kills: usize,
     /// From each kill to the first tick delivered by the next leader.
     pub to_first_tick: Percentiles,
+    /// From each kill until a survivor's engine saw itself lead: the followers noticing the
+    /// silence, and the election.
+    pub to_leading: Percentiles,
+    /// From leading until a quorum confirmed the new leader's lease.
+    pub leading_to_lease: Percentiles,
+    /// From the lease until the first tick arrived: an intent, the wait for a due instant,
+    /// the publish.
+    pub lease_to_first_tick: Percentiles,
+    /// Each kill's phases.
+    pub timelines: Vec<Timeline>,
     /// Instants in the run with no delivery.
     pub lost_ticks: usize,
     /// Deliveries beyond the first of a tick (same tick id, re-published after a failover).
@@ -68,6 +84,7 @@ async fn kill_leaders(
     let from = now_ms();
     let mut deliveries: Vec<Delivery> = Vec::new();
     let mut to_first_tick = Vec::new();
+    let mut timelines = Vec::new();
     for kill in 0..kills {
         // Spread the kills over the second, so that they land at every phase of the tick.
         let phase = Duration::from_millis((kill as u64 * 370) % 1_000);
@@ -80,12 +97,16 @@ async fn kill_leaders(
         cluster.kill(leader);
         let old_publisher = format!("tickd-node-{leader}");
         let first = first_tick_after(consumers, &mut deliveries, killed_at, &old_publisher).await?;
-        let elapsed = first - killed_at;
-        println!(
-            "  kill {:>2}: node {leader}, first tick from the new leader after {elapsed:.0} ms",
-            kill + 1
-        );
-        to_first_tick.push(elapsed);
+        let logs: Vec<String> = cluster
+            .node_ids()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .map(|id| cluster.log(id))
+            .collect();
+        let timeline = Timeline::of(killed_at, &first, &logs);
+        println!("  kill {:>2}: node {leader}, {timeline}", kill + 1);
+        to_first_tick.push(timeline.first_tick_ms);
+        timelines.push(timeline);
         cluster.restart(leader);
         cluster.wait_ready(RECOVERY_TIMEOUT).await;
         // Each kill is a single fault: the next one waits until the restarted node's log has
@@ -97,9 +118,16 @@ async fn kill_leaders(
     tokio::time::sleep(GRACE).await;
     deliveries.extend(consumers.drain());
     let tally = tally(&deliveries, clocks, from, until);
+    let phase = |between: fn(&Timeline) -> Option<f64>| {
+        Percentiles::of_ms(timelines.iter().filter_map(between).collect())
+    };
     Ok(FailoverResult {
         kills,
         to_first_tick: Percentiles::of_ms(to_first_tick),
+        to_leading: phase(|timeline| timeline.leading_ms),
+        leading_to_lease: phase(|timeline| Some(timeline.lease_ms? - timeline.leading_ms?)),
+        lease_to_first_tick: phase(|timeline| Some(timeline.first_tick_ms - timeline.lease_ms?)),
+        timelines,
         lost_ticks: tally.lost,
         repeated_ticks: tally.repeated,
         expected_ticks: tally.expected,
@@ -107,21 +135,21 @@ async fn kill_leaders(
 }
 
 /// Waits for the first delivery received after `killed_at` from a publisher other than
-/// `old_publisher`, keeping every delivery seen meanwhile; its receipt time.
+/// `old_publisher`, keeping every delivery seen meanwhile.
 async fn first_tick_after(
     consumers: &TickConsumers,
     deliveries: &mut Vec<Delivery>,
     killed_at: f64,
     old_publisher: &str,
-) -> Result<f64, String> {
+) -> Result<Delivery, String> {
     let deadline = tokio::time::Instant::now() + NEW_LEADER_TIMEOUT;
     loop {
         let batch = consumers.drain();
         let first = batch
             .iter()
             .filter(|d| d.received_ms > killed_at && d.publisher != old_publisher)
-            .map(|d| d.received_ms)
-            .reduce(f64::min);
+            .min_by(|one, other| one.received_ms.total_cmp(&other.received_ms))
+            .cloned();
         deliveries.extend(batch);
         if let Some(first) = first {
             return Ok(first);
@@ -133,6 +161,70 @@ async fn first_tick_after(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// One kill's phases, in milliseconds from the kill.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    /// When a survivor's engine logged that it leads; `None` if no log said so.
+    pub leading_ms: Option<f64>,
+    /// When the new leader logged its first lease; `None` if its log did not say so.
+    pub lease_ms: Option<f64>,
+    /// When the first tick from the new leader arrived.
+    pub first_tick_ms: f64,
+    /// When that tick was due: before the kill, a tick the dead leader left unconfirmed (sent
+    /// again at once); after the lease, an instant the new leader had to wait for.
+    pub first_tick_due_ms: f64,
+}
+
+/// What the engine logs when it starts to lead, and when its lease first holds.
+const LEADING_LINE: &str = "leading: firing ticks";
+const LEASE_LINE: &str = "leading: a quorum confirmed the lease";
+
+impl Timeline {
+    /// The phases of the kill at `killed_at` (Unix ms), from the survivors' `logs` and the
+    /// first tick that followed.
+    fn of(killed_at: f64, first: &Delivery, logs: &[String]) -> Timeline {
+        let after_kill = |line: &str| {
+            logs.iter()
+                .filter_map(|log| logged_after(log, line, killed_at))
+                .reduce(f64::min)
+                .map(|at| at - killed_at)
+        };
+        Timeline {
+            leading_ms: after_kill(LEADING_LINE),
+            lease_ms: after_kill(LEASE_LINE),
+            first_tick_ms: first.received_ms - killed_at,
+            first_tick_due_ms: first.scheduled_ms - killed_at,
+        }
+    }
+}
+
+impl std::fmt::Display for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = |phase: Option<f64>| phase.map_or("?".to_owned(), |ms| format!("{ms:.0}"));
+        write!(
+            f,
+            "leading after {} ms, lease at {} ms, first tick at {:.0} ms (due at {:.0} ms)",
+            at(self.leading_ms),
+            at(self.lease_ms),
+            self.first_tick_ms,
+            self.first_tick_due_ms
+        )
+    }
+}
+
+/// The Unix time in ms of the first line of `log` that holds `message` and was written after
+/// `after`: a node's log lines begin with an RFC 3339 timestamp.
+fn logged_after(log: &str, message: &str, after: f64) -> Option<f64> {
+    log.lines()
+        .filter(|line| line.contains(message))
+        .filter_map(|line| {
+            let stamp = line.split_whitespace().next()?;
+            let at = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
+            Some(at.timestamp_micros() as f64 / 1e3)
+        })
+        .find(|at| *at > after)
 }
 
 struct Tally {
@@ -197,6 +289,35 @@ mod tests {
         ];
         let tally = tally(&deliveries, 2, 1_000.0, 3_000.0);
         assert_eq!((tally.expected, tally.lost, tally.repeated), (4, 1, 1));
+    }
+
+    #[test]
+    fn a_kill_is_timed_from_the_first_lines_logged_after_it() {
+        let logs = [
+            "2026-11-29T18:00:00.500000Z  INFO tickd_engine::duties: leading: firing ticks term=3\n\
+             2026-11-29T18:00:02.250000Z  INFO tickd_engine::duties: leading: firing ticks term=5\n\
+             2026-11-29T18:00:02.300000Z  INFO tickd_engine::duties: leading: a quorum confirmed \
+             the lease; publishing\n"
+                .to_owned(),
+            "2026-11-29T18:00:03.000000Z  INFO tickd_engine::duties: leading: firing ticks term=6\n"
+                .to_owned(),
+        ];
+        let killed_at = chrono::DateTime::parse_from_rfc3339("2026-11-29T18:00:01Z")
+            .map(|at| at.timestamp_millis() as f64)
+            .expect("a time");
+        let first = Delivery {
+            received_ms: killed_at + 1_400.0,
+            scheduled_ms: killed_at + 1_000.0,
+            ..delivery("a", 1)
+        };
+        let timeline = Timeline::of(killed_at, &first, &logs);
+        assert_eq!(timeline.leading_ms, Some(1_250.0));
+        assert_eq!(timeline.lease_ms, Some(1_300.0));
+        assert_eq!(
+            (timeline.first_tick_ms, timeline.first_tick_due_ms),
+            (1_400.0, 1_000.0)
+        );
+        assert_eq!(Timeline::of(killed_at, &first, &[]).leading_ms, None);
     }
 
     #[test]
