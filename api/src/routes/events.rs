@@ -22,8 +22,8 @@
 //! when the clocks changed (the registry's [`ClocksStamp`](tickd_domain::ClocksStamp) moved: a
 //! clock added, removed, paused or resumed). Both passes over the clocks run on an image of
 //! the registry, on a blocking thread, without the state's lock (which every command waits
-//! for: at a million clocks the listing takes a second). A node serves at most [`MAX_STREAMS`] streams at
-//! once (one more is answered 503 with `Retry-After`), and at most
+//! for: at a million clocks the listing takes a second). A node serves at most
+//! [`MAX_STREAMS`] streams at once (one more is answered 503 with `Retry-After`), and at most
 //! [`MAX_STREAMS_PER_ADDRESS`] to one client address (one more is a 429), so that one client
 //! whose streams never read cannot keep every other out.
 
