@@ -16,7 +16,7 @@ use tickd_tests::TestCluster;
 use crate::consumer::{Delivery, TickConsumers, now_ms};
 use crate::node_metrics;
 use crate::population::{self, Population};
-use crate::stats::Percentiles;
+use crate::stats::{Percentiles, distribution_ms};
 
 /// The schedules of a lateness population.
 pub const SCHEDULES: [&str; 2] = ["every.1.seconds", "every.10.seconds"];
@@ -44,6 +44,8 @@ pub struct Delivered {
     pub received: usize,
     /// Lateness of those ticks.
     pub lateness: Percentiles,
+    /// Their lateness's cumulative distribution: `(share, ms)` points, for the plot.
+    pub distribution: Vec<(f64, f64)>,
 }
 
 /// One row of the lateness table.
@@ -186,10 +188,13 @@ pub fn summarize(deliveries: &[Delivery], expected: usize, from: f64, until: f64
         .filter(|d| seen.insert(d.tick_id.clone()))
         .map(Delivery::lateness_ms)
         .collect();
+    let received = lateness.len();
+    let (lateness, distribution) = distribution_ms(lateness);
     Delivered {
         expected,
-        received: lateness.len(),
-        lateness: Percentiles::of_ms(lateness),
+        received,
+        lateness,
+        distribution,
     }
 }
 

@@ -7,8 +7,8 @@
 //! footprint ([`footprint`]), scale ([`scale`], a large population at rest beside frequent
 //! clocks, and the same cluster empty), webhook lateness ([`webhook`], beside the bare
 //! sender) and lease-and-ack round trips ([`leases`], beside pops). The run prints a table per
-//! scenario and the headline figures, writes them all to `target/bench/latest.json`, and
-//! exits non-zero when a floor of the issue does not hold.
+//! scenario and the headline figures, writes them all to `target/bench/latest.json` and the
+//! plots beside it ([`plots`]), and exits non-zero when a floor of the issue does not hold.
 
 mod client;
 mod consumer;
@@ -20,6 +20,7 @@ mod lateness;
 mod leases;
 mod load;
 mod node_metrics;
+mod plots;
 mod population;
 mod receiver;
 mod register;
@@ -260,6 +261,10 @@ async fn run(args: &Args) -> Result<Report, String> {
     report.print();
     write(&args.out, &report)?;
     println!("results written to {}", args.out.display());
+    let beside = args.out.parent().unwrap_or(std::path::Path::new("."));
+    for plot in plots::draw(&report, beside)? {
+        println!("plot drawn: {}", plot.display());
+    }
     Ok(report)
 }
 

@@ -487,6 +487,7 @@ mod tests {
                 p99_ms,
                 ..crate::stats::Percentiles::default()
             },
+            distribution: Vec::new(),
         };
         let mut report = Report {
             webhook: Some(WebhookRow {

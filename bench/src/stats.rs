@@ -22,21 +22,21 @@ impl Percentiles {
     /// The percentiles of `samples` (milliseconds), by the nearest-rank method: every reported
     /// figure is a sample that was actually observed.
     pub fn of_ms(mut samples: Vec<f64>) -> Percentiles {
-        if samples.is_empty() {
-            return Percentiles::default();
-        }
         samples.sort_by(f64::total_cmp);
-        let rank = |quantile: f64| {
-            // Nearest rank: the smallest sample with at least `quantile` of them at or below it.
-            let position = (quantile * samples.len() as f64).ceil() as usize;
-            samples[position.clamp(1, samples.len()) - 1]
+        Percentiles::of_sorted(&samples)
+    }
+
+    /// The percentiles of `sorted`, ascending.
+    fn of_sorted(sorted: &[f64]) -> Percentiles {
+        let Some(&max_ms) = sorted.last() else {
+            return Percentiles::default();
         };
         Percentiles {
-            count: samples.len(),
-            p50_ms: rank(0.50),
-            p99_ms: rank(0.99),
-            p999_ms: rank(0.999),
-            max_ms: samples[samples.len() - 1],
+            count: sorted.len(),
+            p50_ms: nearest_rank(sorted, 0.50),
+            p99_ms: nearest_rank(sorted, 0.99),
+            p999_ms: nearest_rank(sorted, 0.999),
+            max_ms,
         }
     }
 
@@ -44,6 +44,34 @@ impl Percentiles {
     pub fn of(durations: &[Duration]) -> Percentiles {
         Percentiles::of_ms(durations.iter().map(|d| d.as_secs_f64() * 1e3).collect())
     }
+}
+
+/// The share of the samples at or below each point of a distribution that [`distribution_ms`]
+/// draws: every hundredth, then the tail a p99 hides.
+const DISTRIBUTION_POINTS: [f64; 4] = [0.995, 0.999, 0.9999, 1.0];
+
+/// The percentiles of `samples` (milliseconds) and their distribution: `(share, ms)` points,
+/// the smallest sample with at least that share of the samples at or below it, for a plot of
+/// the cumulative distribution.
+pub fn distribution_ms(mut samples: Vec<f64>) -> (Percentiles, Vec<(f64, f64)>) {
+    samples.sort_by(f64::total_cmp);
+    if samples.is_empty() {
+        return (Percentiles::default(), Vec::new());
+    }
+    let shares = (0..100)
+        .map(|hundredth| f64::from(hundredth) / 100.0)
+        .chain(DISTRIBUTION_POINTS);
+    let points = shares
+        .map(|share| (share, nearest_rank(&samples, share)))
+        .collect();
+    (Percentiles::of_sorted(&samples), points)
+}
+
+/// Nearest rank: the smallest of `sorted` (ascending, not empty) with at least `share` of them
+/// at or below it.
+fn nearest_rank(sorted: &[f64], share: f64) -> f64 {
+    let position = (share * sorted.len() as f64).ceil() as usize;
+    sorted[position.clamp(1, sorted.len()) - 1]
 }
 
 /// `numerator / denominator`, or 0 when the denominator is 0 (a figure that was not measured).
@@ -68,6 +96,19 @@ mod tests {
         assert_eq!(p.p99_ms, 990.0);
         assert_eq!(p.p999_ms, 999.0);
         assert_eq!(p.max_ms, 1000.0);
+    }
+
+    #[test]
+    fn a_distribution_holds_every_hundredth_and_the_tail() {
+        let samples: Vec<f64> = (1..=10_000).map(f64::from).collect();
+        let (percentiles, points) = distribution_ms(samples);
+        assert_eq!(percentiles.p99_ms, 9_900.0);
+        assert_eq!(points.len(), 104);
+        assert_eq!(points[0], (0.0, 1.0));
+        assert_eq!(points[50], (0.5, 5_000.0));
+        assert_eq!(points[points.len() - 2], (0.9999, 9_999.0));
+        assert_eq!(points[points.len() - 1], (1.0, 10_000.0));
+        assert!(distribution_ms(Vec::new()).1.is_empty());
     }
 
     #[test]
