@@ -4,9 +4,10 @@
 //! openraft publishes its view of the node on a watch channel ([`Raft::metrics`]); [`watch`]
 //! follows it and mirrors it into gauges, and counts each new leader it sees. The replicated
 //! state (clocks by status, outbox depth) is measured by [`StateGauges`] when a scrape asks,
-//! not on every applied entry, and the clocks are counted again only when they changed. Everything is recorded through the `metrics` facade; the binary chooses
-//! the recorder and calls [`describe`] once, which also registers the metrics that would
-//! otherwise appear only at their first event.
+//! not on every applied entry, and the clocks are counted again only when they changed.
+//! Everything is recorded through the `metrics` facade; the binary chooses the recorder and
+//! calls [`describe`] once, which also registers the metrics that would otherwise appear only
+//! at their first event.
 
 use std::sync::Mutex;
 use std::time::Duration;
