@@ -111,9 +111,7 @@ fn lateness(rows: &[LatenessRow]) -> Option<Result<String, String>> {
                     .draw_series(LineSeries::new(points, colour.stroke_width(2)))
                     .map_err(|e| e.to_string())?
                     .label(format!("{who}, {} clocks", row.clocks))
-                    .legend(move |(x, y)| {
-                        PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2))
-                    });
+                    .legend(line_swatch(colour));
             }
         }
         legend(&mut chart, SeriesLabelPosition::LowerRight)
@@ -174,9 +172,7 @@ fn registrations(rows: &[RegisterRow]) -> Option<Result<String, String>> {
                 .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
                 .map_err(|e| e.to_string())?
                 .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2))
-                });
+                .legend(line_swatch(colour));
             chart
                 .draw_series(
                     points
@@ -272,6 +268,11 @@ fn failover(report: &Report) -> Option<Result<String, String>> {
         }
         legend(&mut chart, SeriesLabelPosition::UpperRight)
     }))
+}
+
+/// A line series' swatch in the legend: a short stroke of its colour.
+fn line_swatch(colour: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2))
 }
 
 /// Draws a chart's legend at `position`.
