@@ -197,9 +197,9 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         config.id,
         raft.clone(),
         state,
-        transport.clone(),
+        transport,
         config.forward_deadline,
-        clock.clone(),
+        clock,
     );
     supervisor.spawn("write queue", proposals);
 
@@ -231,13 +231,10 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
     let raft_server = listener::serve(
         raft_listener,
         tickd_raft::rpc::router(
-            raft.clone(),
+            &replica,
             peer_auth,
             ClusterSecret::new(secret),
-            transport,
             config.raft_address.clone(),
-            clock,
-            replica.receiver_reports(),
         ),
         Listener::Raft,
         raft_security,

@@ -213,12 +213,6 @@ impl Replica {
             .with_failing_receivers(self.receiver_reports.get())
     }
 
-    /// Where the engine's reports of failing receivers are kept, for the status route
-    /// (`crate::rpc::router`).
-    pub fn receiver_reports(&self) -> ReceiverReports {
-        self.receiver_reports.clone()
-    }
-
     /// Records the webhook receivers the leader's engine sees failing (an empty report once it
     /// stops leading): the node's status carries them, so that the cluster's status on any
     /// node, and the dashboard, show which receiver holds ticks back.

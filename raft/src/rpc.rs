@@ -20,19 +20,18 @@ use serde::Serialize;
 use tickd_domain::Command;
 use tracing::{Span, field};
 
-use crate::cluster_clock::ClusterClock;
 use crate::membership::{self, MembershipChange, Step};
 use crate::network::{
-    APPEND_PATH, MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH,
-    VOTE_PATH, WRITE_PATH,
+    APPEND_PATH, MEMBERSHIP_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH, VOTE_PATH,
+    WRITE_PATH,
 };
 use crate::peer_auth::{PeerAuth, VerifiedPeer};
 use crate::proof::{Challenge, PROOF_PATH, Proof};
 use crate::secret::{ClusterSecret, SECRET_HEADER};
-use crate::status::{NodeStatus, ReceiverReports};
+use crate::status::NodeStatus;
 use crate::unsupported::{self, Unsupported};
 use crate::view::ClusterView;
-use crate::{MembershipAnswer, NodeId, Raft, TypeConfig};
+use crate::{MembershipAnswer, NodeId, Raft, Replica, TypeConfig};
 
 /// Largest request body accepted from a peer: a batch of log entries or one snapshot chunk
 /// (1 MiB, see [`crate::timing`]), with generous room for JSON overhead.
@@ -42,44 +41,36 @@ pub const MAX_RPC_BODY_BYTES: usize = 64 * 1024 * 1024;
 const MAX_CHALLENGE_BYTES: usize = 1024;
 
 /// The router of a node's Raft address. `auth` says how callers prove they are members;
-/// `secret` keys this node's membership proof; `transport` lets the leader reach a node it is
-/// asked to add before that node is a member; `raft_address` is this node's advertised Raft
-/// address, which its membership proof binds; `clock` stamps the status with this node's wall
-/// clock and refuses forwarded writes while this node hands over its leadership; `reports`
-/// adds the webhook receivers this node sees failing while it leads to its status.
+/// `secret` keys this node's membership proof; `raft_address` is this node's advertised Raft
+/// address, which its membership proof binds. The `replica` lends the routes this node's
+/// openraft instance, its transport (the leader reaches a node it is asked to add before that
+/// node is a member), its clock (which stamps the status and refuses forwarded writes while
+/// this node hands over its leadership) and its status.
 pub fn router(
-    raft: Raft,
+    replica: &Replica,
     auth: PeerAuth,
     secret: ClusterSecret,
-    transport: PeerTransport,
     raft_address: String,
-    clock: ClusterClock,
-    reports: ReceiverReports,
 ) -> Router {
+    let raft = replica.raft().clone();
     let proof = Router::new()
         .route(PROOF_PATH, post(prove))
         .layer(DefaultBodyLimit::max(MAX_CHALLENGE_BYTES))
-        .with_state((raft.clone(), secret.clone(), raft_address));
+        .with_state((raft.clone(), secret, raft_address));
     Router::new()
         .route(
             MEMBERSHIP_PATH,
-            post(change_membership).with_state((raft.clone(), transport)),
+            post(change_membership).with_state(replica.clone()),
         )
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
-        .route(
-            WRITE_PATH,
-            post(write).with_state((raft.clone(), clock.clone())),
-        )
+        .route(WRITE_PATH, post(write).with_state(replica.clone()))
         .route(
             READ_INDEX_PATH,
-            post(read_index).with_state((raft.clone(), clock.clone())),
+            post(read_index).with_state(replica.clone()),
         )
-        .route(
-            STATUS_PATH,
-            get(status).with_state((raft.clone(), clock, reports)),
-        )
+        .route(STATUS_PATH, get(status).with_state(replica.clone()))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(auth, require_member))
         .with_state(raft)
@@ -230,11 +221,12 @@ async fn snapshot(
     fields(command = field::Empty, index = field::Empty)
 )]
 async fn write(
-    State((raft, clock)): State<(Raft, ClusterClock)>,
+    State(replica): State<Replica>,
     body: Result<Json<Command>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let command = parsed(body)?;
-    if let Some(reason) = clock.stepping_down(&raft) {
+    let raft = replica.raft();
+    if let Some(reason) = replica.clock().stepping_down(raft) {
         return Err(Refusal {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: reason,
@@ -287,11 +279,12 @@ fn forwardable(command: &Command) -> bool {
 /// A membership change forwarded by a follower. Like a forwarded write, it is applied here or
 /// refused with a reason; it is never forwarded again.
 async fn change_membership(
-    State((raft, transport)): State<(Raft, PeerTransport)>,
+    State(replica): State<Replica>,
     body: Result<Json<MembershipChange>, JsonRejection>,
 ) -> Result<Response, Refusal> {
+    let change = parsed(body)?;
     let answer: MembershipAnswer =
-        match membership::change_here(&raft, &transport, parsed(body)?).await {
+        match membership::change_here(replica.raft(), replica.transport(), change).await {
             Step::Done(result) => Ok(result),
             Step::Forward(forward) => Err(forward.to_string()),
             Step::Retry(reason) | Step::Stopped(reason) => Err(reason),
@@ -301,10 +294,11 @@ async fn change_membership(
 
 /// Confirms leadership with a quorum and returns the index a follower must apply before it
 /// may serve a linearizable read.
-async fn read_index(State((raft, clock)): State<(Raft, ClusterClock)>) -> Response {
+async fn read_index(State(replica): State<Replica>) -> Response {
     // A read index confirms leadership with a round of heartbeats, which would keep the
     // followers from electing the successor of a leader that is handing over.
-    if let Some(reason) = clock.stepping_down(&raft) {
+    let raft = replica.raft();
+    if let Some(reason) = replica.clock().stepping_down(raft) {
         return Refusal {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: reason,
@@ -341,14 +335,8 @@ async fn prove(
     )))
 }
 
-async fn status(
-    State((raft, clock, reports)): State<(Raft, ClusterClock, ReceiverReports)>,
-) -> Response {
-    reply(
-        NodeStatus::of(&ClusterView::of(&raft.metrics().borrow()))
-            .with_clock(&clock)
-            .with_failing_receivers(reports.get()),
-    )
+async fn status(State(replica): State<Replica>) -> Response {
+    reply(replica.own_status())
 }
 
 #[cfg(test)]
