@@ -5,6 +5,11 @@
 //! aligned to the epoch as SPEC §5 requires, so every tenth second all of them fire at once —
 //! through the same broker to the same consumers. Lateness is the consumer's receipt time
 //! minus the tick's `scheduled_at`.
+//!
+//! One round's ratio of the two p99s has ranged 0.82–1.36 on one build: the broker and two
+//! shared cores make every window a draw. The headline size is therefore measured in several
+//! rounds, each a fresh tickd cluster followed by the bare ticker, so that the two alternate;
+//! the round with the median ratio ([`median_rounds`]) is the headline.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -16,7 +21,7 @@ use tickd_tests::TestCluster;
 use crate::consumer::{Delivery, TickConsumers, now_ms};
 use crate::node_metrics;
 use crate::population::{self, Population};
-use crate::stats::{Percentiles, distribution_ms};
+use crate::stats::{Percentiles, distribution_ms, ratio};
 
 /// The schedules of a lateness population.
 pub const SCHEDULES: [&str; 2] = ["every.1.seconds", "every.10.seconds"];
@@ -53,6 +58,8 @@ pub struct Delivered {
 pub struct LatenessRow {
     /// Active clocks.
     pub clocks: usize,
+    /// Which round of this population size, from 1.
+    pub round: usize,
     /// tickd's deliveries.
     pub tickd: Delivered,
     /// The p99 of the leader's own publish-time lateness histogram over the warm-up and the
@@ -63,13 +70,40 @@ pub struct LatenessRow {
     pub baseline: Delivered,
 }
 
-/// Measures one population size on a fresh cluster and then on the bare ticker.
+impl LatenessRow {
+    /// tickd's p99 over the bare ticker's, in this round.
+    pub fn p99_ratio(&self) -> f64 {
+        ratio(self.tickd.lateness.p99_ms, self.baseline.lateness.p99_ms)
+    }
+}
+
+/// For each population size, in the order first measured, the round whose p99 ratio is the
+/// median of its rounds; of an even number of rounds, the higher of the middle two.
+pub fn median_rounds(rows: &[LatenessRow]) -> Vec<&LatenessRow> {
+    let mut sizes: Vec<usize> = Vec::new();
+    for row in rows {
+        if !sizes.contains(&row.clocks) {
+            sizes.push(row.clocks);
+        }
+    }
+    sizes
+        .into_iter()
+        .filter_map(|clocks| {
+            let mut rounds: Vec<&LatenessRow> =
+                rows.iter().filter(|row| row.clocks == clocks).collect();
+            rounds.sort_by(|a, b| a.p99_ratio().total_cmp(&b.p99_ratio()));
+            rounds.get(rounds.len() / 2).copied()
+        })
+        .collect()
+}
+
+/// Measures one round of one population size on a fresh cluster and then on the bare ticker.
 pub async fn run(
     http: &reqwest::Client,
     cluster: &TestCluster,
     rabbit: &str,
     bare_ticker: &Path,
-    clocks: usize,
+    (clocks, round): (usize, usize),
     window: Duration,
 ) -> Result<LatenessRow, String> {
     let stamp = now_ms() as u64;
@@ -104,12 +138,13 @@ pub async fn run(
     population::delete_queues(rabbit, &queues).await;
     let row = LatenessRow {
         clocks,
+        round,
         tickd,
         node_publish_lateness_p99_ms,
         baseline: baseline??,
     };
     println!(
-        "  {clocks:>6} clocks: tickd p50 {:.1} p99 {:.1} p99.9 {:.1} ms ({}/{} ticks) | bare ticker p50 {:.1} p99 {:.1} p99.9 {:.1} ms ({}/{})",
+        "  {clocks:>6} clocks, round {round}: tickd p50 {:.1} p99 {:.1} p99.9 {:.1} ms ({}/{} ticks) | bare ticker p50 {:.1} p99 {:.1} p99.9 {:.1} ms ({}/{}) | p99 ratio {:.2}",
         row.tickd.lateness.p50_ms,
         row.tickd.lateness.p99_ms,
         row.tickd.lateness.p999_ms,
@@ -120,6 +155,7 @@ pub async fn run(
         row.baseline.lateness.p999_ms,
         row.baseline.received,
         row.baseline.expected,
+        row.p99_ratio(),
     );
     if let Some(p99) = row.node_publish_lateness_p99_ms {
         println!("          the leader's own publish lateness: p99 <= {p99} ms");
@@ -293,5 +329,43 @@ mod tests {
         );
         assert_eq!((summary.expected, summary.received), (2, 2));
         assert_eq!(summary.lateness.max_ms, 10.0);
+    }
+
+    fn round(clocks: usize, round: usize, tickd_p99: f64, baseline_p99: f64) -> LatenessRow {
+        let delivered = |p99_ms| Delivered {
+            expected: 1,
+            received: 1,
+            lateness: Percentiles {
+                p99_ms,
+                ..Percentiles::default()
+            },
+            distribution: Vec::new(),
+        };
+        LatenessRow {
+            clocks,
+            round,
+            tickd: delivered(tickd_p99),
+            node_publish_lateness_p99_ms: None,
+            baseline: delivered(baseline_p99),
+        }
+    }
+
+    #[test]
+    fn the_headline_round_is_the_one_with_the_median_ratio_for_each_size() {
+        let rows = [
+            round(1_000, 1, 50.0, 40.0),
+            round(10_000, 1, 130.0, 100.0),
+            round(10_000, 2, 80.0, 100.0),
+            round(10_000, 3, 300.0, 300.0),
+            round(100_000, 1, 10.0, 10.0),
+            round(100_000, 2, 30.0, 10.0),
+        ];
+        let medians: Vec<(usize, usize)> = median_rounds(&rows)
+            .into_iter()
+            .map(|row| (row.clocks, row.round))
+            .collect();
+        // 10 000: ratios 1.3, 0.8, 1.0, so round 3; of two rounds, the higher ratio.
+        assert_eq!(medians, [(1_000, 1), (10_000, 3), (100_000, 2)]);
+        assert!(median_rounds(&[]).is_empty());
     }
 }

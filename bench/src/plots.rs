@@ -2,7 +2,7 @@
 //! rather see than read.
 //!
 //! - `lateness.svg`: the cumulative distribution of tick lateness, tickd beside the bare
-//!   ticker, for each population of the lateness scenario;
+//!   ticker, for each population of the lateness scenario (its median round);
 //! - `registrations.svg`: the p99 of a registration by the number of concurrent clients, tickd
 //!   (plain and with TLS) beside etcd, through the followers and through the leader;
 //! - `failover.svg`: each leader kill's phases, from the kill until a survivor leads, until
@@ -17,7 +17,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::failover::FailoverResult;
-use crate::lateness::LatenessRow;
+use crate::lateness::{LatenessRow, median_rounds};
 use crate::register::{RegisterRow, Target};
 use crate::report::Report;
 
@@ -68,8 +68,8 @@ fn svg(
 
 /// The lateness distributions, or `None` if the run measured none.
 fn lateness(rows: &[LatenessRow]) -> Option<Result<String, String>> {
-    let measured: Vec<&LatenessRow> = rows
-        .iter()
+    let measured: Vec<&LatenessRow> = median_rounds(rows)
+        .into_iter()
         .filter(|row| !row.tickd.distribution.is_empty() || !row.baseline.distribution.is_empty())
         .collect();
     if measured.is_empty() {
@@ -348,6 +348,7 @@ mod tests {
         let report = Report {
             lateness: vec![LatenessRow {
                 clocks: 1_000,
+                round: 1,
                 tickd: delivered((1..=500).map(f64::from).collect()),
                 node_publish_lateness_p99_ms: None,
                 baseline: delivered((1..=400).map(f64::from).collect()),
