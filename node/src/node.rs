@@ -304,6 +304,10 @@ pub async fn run(config: NodeConfig) -> Result<(), NodeError> {
         tickd_raft::clock_monitor::run(replica.clone(), stopped.clone()),
     );
     supervisor.spawn(
+        "leader watch",
+        tickd_raft::leader_loss::run(replica.clone(), stopped.clone()),
+    );
+    supervisor.spawn(
         "progress monitor",
         tickd_raft::progress::run(replica.clone(), stopped.clone()),
     );

@@ -54,7 +54,7 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
 }
 
 /// How many voters the membership has, and the voters other than this node.
-fn voters_and_peers(raft: &Raft) -> (usize, Vec<(NodeId, NodeAddr)>) {
+pub(crate) fn voters_and_peers(raft: &Raft) -> (usize, Vec<(NodeId, NodeAddr)>) {
     let metrics = raft.metrics().borrow().clone();
     let membership = metrics.membership_config.membership();
     let voters: Vec<NodeId> = membership.voter_ids().collect();
@@ -129,6 +129,12 @@ fn switches(verdict: &Verdict, leading: bool) -> Switches {
         elect: !beyond,
         heartbeat: !(beyond && leading),
     }
+}
+
+/// Whether a node may campaign under `verdict`: also asked before an early campaign
+/// ([`crate::leader_loss`]), which openraft starts whatever its election switch says.
+pub(crate) fn may_campaign(verdict: &Verdict) -> bool {
+    switches(verdict, false).elect
 }
 
 /// Switches elections and, while leading, heartbeats off for a clock beyond the bound, and

@@ -33,6 +33,9 @@
 //! * [`progress`]: the leader's judgement of replication's progress: a follower that takes no
 //!   entry for ten seconds is reported, and a leader that commits nothing for as long reports
 //!   DOWN.
+//! * [`leader_loss`]: a follower campaigns as soon as a majority of the voters has not heard
+//!   the leader for openraft's vote lease (asked in a pre-vote), instead of waiting out its
+//!   election timer on top: failover in about 700 ms instead of about 1 100.
 //! * [`failure`]: tells when openraft's core stopped on an error, so that the node reports
 //!   DOWN and exits instead of lingering.
 //! * [`proof`]: how a node proves it holds the cluster secret without anyone sending it to an
@@ -62,6 +65,7 @@ mod batching;
 pub mod clock_monitor;
 pub mod cluster_clock;
 pub mod failure;
+pub mod leader_loss;
 pub mod level_monitor;
 pub mod membership;
 pub mod network;

@@ -47,6 +47,9 @@ pub const READ_INDEX_PATH: &str = "/internal/read-index";
 pub const MEMBERSHIP_PATH: &str = "/internal/membership";
 /// Path on which every node describes itself.
 pub const STATUS_PATH: &str = "/internal/status";
+/// Path on which every node says how long it has not heard a leader: the pre-vote of an
+/// early campaign ([`crate::leader_loss`]).
+pub const LEADER_SILENCE_PATH: &str = "/internal/leader-silence";
 
 /// The largest answer read from a peer. An answer is at most as large as what one node
 /// legitimately sends another (a forwarded pop's ticks, a status), which is what a peer's

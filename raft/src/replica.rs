@@ -25,6 +25,7 @@ use tracing::{Span, field};
 use self::read_rounds::ReadRounds;
 use crate::batching::{Batcher, Propose};
 use crate::cluster_clock::ClusterClock;
+use crate::leader_loss::LeaderContact;
 use crate::membership::{self, CATCH_UP_TIMEOUT, Members, MembershipChange, MembershipError, Step};
 use crate::network::{
     MEMBERSHIP_PATH, PeerTransport, READ_INDEX_PATH, STATUS_PATH, TransportError, WRITE_PATH,
@@ -105,6 +106,8 @@ pub struct Replica {
     /// The webhook receivers the engine last reported failing (see
     /// [`Self::report_failing_receivers`]).
     receiver_reports: ReceiverReports,
+    /// When this node last accepted a leader's append (see [`crate::leader_loss`]).
+    leader_contact: LeaderContact,
 }
 
 /// How this node reaches the leader: itself when it leads, else the leader's internal routes.
@@ -168,6 +171,7 @@ impl Replica {
             progress: ProgressCell::default(),
             failed: Arc::default(),
             receiver_reports: ReceiverReports::default(),
+            leader_contact: LeaderContact::default(),
         };
         (replica, proposals)
     }
@@ -229,6 +233,12 @@ impl Replica {
             Err(RaftError::Fatal(fatal)) => Err(ReplicaError::Stopped(fatal.to_string())),
             Err(RaftError::APIError(refusal)) => Err(ReplicaError::NotLeading(refusal.to_string())),
         }
+    }
+
+    /// When this node last accepted a leader's append: the Raft router records it, the early
+    /// campaign ([`crate::leader_loss`]) reads it.
+    pub(crate) fn leader_contact(&self) -> &LeaderContact {
+        &self.leader_contact
     }
 
     /// The applied state. Reads from it are linearizable only after [`Self::linearize`].

@@ -14,16 +14,19 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, VoteRequest,
+};
 use openraft::{LogId, Vote};
 use serde::Serialize;
 use tickd_domain::Command;
 use tracing::{Span, field};
 
+use crate::leader_loss::Silence;
 use crate::membership::{self, MembershipChange, Step};
 use crate::network::{
-    APPEND_PATH, MEMBERSHIP_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH, VOTE_PATH,
-    WRITE_PATH,
+    APPEND_PATH, LEADER_SILENCE_PATH, MEMBERSHIP_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, STATUS_PATH,
+    VOTE_PATH, WRITE_PATH,
 };
 use crate::peer_auth::{PeerAuth, VerifiedPeer};
 use crate::proof::{Challenge, PROOF_PATH, Proof};
@@ -62,7 +65,7 @@ pub fn router(
             MEMBERSHIP_PATH,
             post(change_membership).with_state(replica.clone()),
         )
-        .route(APPEND_PATH, post(append))
+        .route(APPEND_PATH, post(append).with_state(replica.clone()))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(WRITE_PATH, post(write).with_state(replica.clone()))
@@ -71,6 +74,10 @@ pub fn router(
             post(read_index).with_state(replica.clone()),
         )
         .route(STATUS_PATH, get(status).with_state(replica.clone()))
+        .route(
+            LEADER_SILENCE_PATH,
+            get(leader_silence).with_state(replica.clone()),
+        )
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(middleware::from_fn_with_state(auth, require_member))
         .with_state(raft)
@@ -157,15 +164,17 @@ fn plausible<'a>(
     }
 }
 
-/// Appends a leader's entries. An entry this binary cannot apply halts the node
+/// Appends a leader's entries, and records the contact when this node accepts the sender as
+/// its leader ([`crate::leader_loss`]). An entry this binary cannot apply halts the node
 /// ([`crate::unsupported`]) instead of being refused as a malformed request, which the leader
 /// would take for an unreachable node and retry without end.
-async fn append(State(raft): State<Raft>, body: Bytes) -> Result<Response, Refusal> {
+async fn append(State(replica): State<Replica>, body: Bytes) -> Result<Response, Refusal> {
+    let raft = replica.raft();
     let request = match serde_json::from_slice::<AppendEntriesRequest<TypeConfig>>(&body) {
         Ok(request) => request,
         Err(error) => {
             return Err(match unsupported::in_json(&body) {
-                Some(why) => halted(&raft, why).await,
+                Some(why) => halted(raft, why).await,
                 None => Refusal {
                     status: StatusCode::BAD_REQUEST,
                     message: format!("the append request does not decode: {error}"),
@@ -174,7 +183,7 @@ async fn append(State(raft): State<Raft>, body: Bytes) -> Result<Response, Refus
         }
     };
     if let Some(why) = unsupported::in_entries(&request.entries) {
-        return Err(halted(&raft, why).await);
+        return Err(halted(raft, why).await);
     }
     let positions = [&request.prev_log_id, &request.leader_commit];
     let entries = request.entries.iter().map(|entry| &entry.log_id);
@@ -182,7 +191,15 @@ async fn append(State(raft): State<Raft>, body: Bytes) -> Result<Response, Refus
         &request.vote,
         positions.into_iter().flatten().chain(entries),
     )?;
-    Ok(reply(raft.append_entries(request).await))
+    let appended = raft.append_entries(request).await;
+    // A higher vote refuses the sender: it no longer leads. Anything else accepted it.
+    if appended
+        .as_ref()
+        .is_ok_and(|answer| !matches!(answer, AppendEntriesResponse::HigherVote(_)))
+    {
+        replica.leader_contact().heard();
+    }
+    Ok(reply(appended))
 }
 
 /// Halts this node on `why` and tells the leader.
@@ -337,6 +354,10 @@ async fn prove(
 
 async fn status(State(replica): State<Replica>) -> Response {
     reply(replica.own_status())
+}
+
+async fn leader_silence(State(replica): State<Replica>) -> Response {
+    reply(Silence::of(&replica))
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@ pub const IS_LEADER: &str = "tickd_raft_is_leader";
 pub const HAS_LEADER: &str = "tickd_raft_has_leader";
 /// Leaders this node has seen take office (a new term with a known leader).
 pub const LEADER_CHANGES: &str = "tickd_raft_leader_changes_total";
+/// Elections this node called before openraft's timer, because a majority of the voters had
+/// not heard the leader for the vote lease (see `crate::leader_loss`).
+pub const EARLY_ELECTIONS: &str = "tickd_raft_early_elections_total";
 /// The index of the last entry in this node's log.
 pub const LAST_LOG_INDEX: &str = "tickd_raft_last_log_index";
 /// The index of the last entry applied to this node's state machine.
@@ -112,6 +115,11 @@ pub fn describe() {
         LEADER_CHANGES,
         "Leaders this node has seen take office (a new term with a known leader)"
     );
+    describe_counter!(
+        EARLY_ELECTIONS,
+        "Elections this node called before openraft's election timer, because a majority of \
+         the voters had not heard the leader for the vote lease"
+    );
     describe_gauge!(
         LAST_LOG_INDEX,
         "The index of the last entry in this node's log"
@@ -185,6 +193,7 @@ pub fn describe() {
     // gauges are set by `watch` and `StateGauges` before any scrape; the forwarding metrics
     // are labelled by route and appear with the first forward.
     counter!(LEADER_CHANGES).increment(0);
+    counter!(EARLY_ELECTIONS).increment(0);
     let _ = histogram!(WRITE_BATCH);
 }
 

@@ -10,6 +10,12 @@
 //!   killed leader's clocks tick again about 1.3 s later (detection, one vote round trip, one
 //!   lease confirmation), inside the 2 s the benchmarks hold tickd to. With the old 500–1000 ms
 //!   range detection alone took 1.5–2 s.
+//! * That timer is now the fallback. A follower campaigns once the vote lease and 50 ms have
+//!   passed, plus 150 ms per follower ranked before it, if a majority of the voters says it has
+//!   not heard the leader for the vote lease either ([`crate::leader_loss`]): a dead leader is
+//!   replaced about 700 ms after it died. The rest of the timer's job (spreading the followers'
+//!   campaigns, sparing a live leader from a stalled follower) is done there by the stagger and
+//!   the majority's answer, so the timer keeps its wide margin against needless elections.
 //! * The leader's publishing lease (`tickd-engine`) must stay shorter than openraft's vote
 //!   lease (the maximum election timeout): a follower that acknowledged the leader refuses to
 //!   vote for anyone else for that long, so no new leader exists while the lease holds.

@@ -13,7 +13,9 @@ use std::time::Duration;
 /// allows: a follower calls an election once the vote lease (600 ms) and its own election
 /// timeout (at most 600 ms) have passed without a heartbeat, checked on openraft's tick every
 /// 150 ms, so 1.35 s at most; a split vote costs one more timeout and tick (0.75 s); the
-/// vote round trip and the first entry about 0.1 s: 2.2 s.
+/// vote round trip and the first entry about 0.1 s: 2.2 s. The early campaign
+/// (`raft/src/leader_loss.rs`, after the vote lease and 50–200 ms) usually elects well before
+/// that; the bound stays that of openraft's timer, its fallback.
 pub const ELECTION_WORST_CASE: Duration = Duration::from_millis(2_200);
 
 /// From a leader's failure to its successor publishing, on a loaded two-core machine: twice

@@ -1,6 +1,6 @@
 //! The cluster foundation, black-box: real `tickd` processes on loopback, real RocksDB, SIGKILL.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -98,6 +98,77 @@ async fn leader_kill_elects_a_new_leader_and_the_old_one_catches_up() {
         seen.contains(&before) && after.iter().all(|id| seen.contains(id)),
         "{seen:?}"
     );
+}
+
+/// Elections a node called before openraft's own timer (`raft/src/leader_loss.rs`).
+const EARLY_ELECTIONS: &str = "tickd_raft_early_elections_total";
+
+async fn early_elections(cluster: &TestCluster, node: NodeId) -> f64 {
+    api::metric(cluster, node, EARLY_ELECTIONS)
+        .await
+        .unwrap_or_else(|| panic!("node {node} exports no {EARLY_ELECTIONS}"))
+}
+
+/// Once a majority has not heard a dead leader for openraft's vote lease, its first follower
+/// campaigns at once instead of waiting out openraft's election timer on top. A loaded host may
+/// delay that follower until openraft's timer wins the race, so the test allows three kills and
+/// fails only if the new leader never came from an early campaign.
+#[tokio::test]
+async fn a_dead_leader_is_replaced_by_an_early_campaign() {
+    let cluster = TestCluster::start(3).await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let old = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
+        let mut before = BTreeMap::new();
+        for node in cluster.node_ids().into_iter().filter(|node| *node != old) {
+            before.insert(node, early_elections(&cluster, node).await);
+        }
+        let killed_at = Instant::now();
+        cluster.kill(old);
+        let new = cluster.wait_for_new_leader(old, AGREED_LEADER_WITHIN).await;
+        let elapsed = killed_at.elapsed();
+        let called = early_elections(&cluster, new).await - before[&new];
+        seen.push(format!(
+            "node {new} leads {elapsed:?} after the kill, early campaigns {called}"
+        ));
+        if called >= 1.0 {
+            println!("{seen:#?}");
+            return;
+        }
+        cluster.restart(old);
+        cluster.wait_healthy(old, CATCH_UP_LIMIT).await;
+        cluster.wait_caught_up(old, CATCH_UP_LIMIT).await;
+    }
+    panic!("no new leader came from an early campaign: {seen:#?}");
+}
+
+/// A follower that was paused past the vote lease, but not past openraft's own election timer,
+/// asks the others before it campaigns, hears that the leader is alive, and leaves it in office:
+/// an early campaign on its own silence alone would raise the term and depose the leader.
+#[tokio::test]
+async fn a_follower_paused_past_the_vote_lease_leaves_a_live_leader_in_office() {
+    /// Past the vote lease and the first follower's margin (650 ms), short of openraft's own
+    /// timer (the vote lease and at least 300 ms of election timeout: 900 ms) even with the
+    /// 100 ms between heartbeats added.
+    const PAUSE: Duration = Duration::from_millis(680);
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_for_leader(AGREED_LEADER_WITHIN).await;
+    // The lowest-numbered follower ranks first: it is the one that would campaign.
+    let follower = cluster.a_follower(AGREED_LEADER_WITHIN).await;
+    let term = cluster_view(&cluster, leader).await.term;
+    for _ in 0..3 {
+        cluster.stop(follower);
+        tokio::time::sleep(PAUSE).await;
+        cluster.cont(follower);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let view = cluster_view(&cluster, leader).await;
+    assert_eq!(
+        (view.leader, view.term),
+        (Some(leader), term),
+        "node {leader} must still lead in term {term}"
+    );
+    assert_eq!(early_elections(&cluster, follower).await, 0.0);
 }
 
 #[tokio::test]
