@@ -347,6 +347,13 @@ async fn raft_requests_without_the_secret_or_with_garbage_change_nothing() {
         .await
         .expect("reply");
     assert_eq!(wrong.status(), StatusCode::FORBIDDEN);
+    // What a node says of its leader's silence is for members only, as every internal route.
+    let silence = client
+        .get(format!("http://{target}/internal/leader-silence"))
+        .send()
+        .await
+        .expect("reply");
+    assert_eq!(silence.status(), StatusCode::FORBIDDEN);
     for path in [
         "/raft/append",
         "/raft/vote",
