@@ -19,9 +19,9 @@ use std::time::Duration;
 pub const ELECTION_WORST_CASE: Duration = Duration::from_millis(2_200);
 
 /// From a leader's failure to its successor publishing, on a loaded two-core machine: twice
-/// [`ELECTION_WORST_CASE`], rounded up to whole seconds. docs/BENCHMARKS.md measured 0.97–1.31
-/// s over 25 kills on a quiet machine; the dashboard's test recorded up to 3.7 s under the
-/// suite's load.
+/// [`ELECTION_WORST_CASE`], rounded up to whole seconds. docs/BENCHMARKS.md measured 0.6–0.8 s
+/// over ten kills on a quiet machine with the early campaign (0.97–1.31 s over 25 kills before
+/// it); the dashboard's test recorded up to 3.7 s under the suite's load before it.
 pub const FAILOVER: Duration = Duration::from_secs(5);
 
 /// How long the harness may take to see one leader agreed on by the running nodes after a
