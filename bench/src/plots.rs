@@ -110,12 +110,29 @@ fn lateness(rows: &[LatenessRow]) -> Option<Result<String, String>> {
                 chart
                     .draw_series(LineSeries::new(points, colour.stroke_width(2)))
                     .map_err(|e| e.to_string())?
-                    .label(format!("{who}, {} clocks", row.clocks))
+                    .label(format!(
+                        "{who}, {} clocks{}",
+                        row.clocks,
+                        of_rounds(rows, row)
+                    ))
                     .legend(line_swatch(colour));
             }
         }
         legend(&mut chart, SeriesLabelPosition::LowerRight)
     }))
+}
+
+/// How a lateness series names its round: nothing for a size measured once, else which of
+/// how many it is (the median, [`median_rounds`]).
+fn of_rounds(rows: &[LatenessRow], median: &LatenessRow) -> String {
+    match rows
+        .iter()
+        .filter(|row| row.clocks == median.clocks)
+        .count()
+    {
+        0 | 1 => String::new(),
+        rounds => format!(" (round {}, the median of {rounds})", median.round),
+    }
 }
 
 /// The registration p99 by concurrency, or `None` if the run measured none.
@@ -342,17 +359,28 @@ mod tests {
         assert!(written.is_empty());
     }
 
+    /// A lateness round whose tickd and bare ticker lateness are 1..=`tickd` and
+    /// 1..=`baseline` ms.
+    fn round(clocks: usize, round: usize, tickd: u32, baseline: u32) -> LatenessRow {
+        LatenessRow {
+            clocks,
+            round,
+            tickd: delivered((1..=tickd).map(f64::from).collect()),
+            node_publish_lateness_p99_ms: None,
+            baseline: delivered((1..=baseline).map(f64::from).collect()),
+        }
+    }
+
     #[test]
     fn each_measured_scenario_gets_its_plot_with_every_series_named() {
         let dir = tempfile::tempdir().expect("a directory");
         let report = Report {
-            lateness: vec![LatenessRow {
-                clocks: 1_000,
-                round: 1,
-                tickd: delivered((1..=500).map(f64::from).collect()),
-                node_publish_lateness_p99_ms: None,
-                baseline: delivered((1..=400).map(f64::from).collect()),
-            }],
+            lateness: vec![
+                round(1_000, 1, 500, 400),
+                round(10_000, 1, 300, 100),
+                round(10_000, 2, 200, 100),
+                round(10_000, 3, 100, 100),
+            ],
             registrations: vec![
                 registration("tickd", Target::Followers, 1, 2.0),
                 registration("tickd", Target::Followers, 64, 10.0),
@@ -385,12 +413,19 @@ mod tests {
         assert_eq!(names, ["lateness.svg", "registrations.svg", "failover.svg"]);
         let text = |name: &str| std::fs::read_to_string(dir.path().join(name)).expect("a plot");
         let lateness = text("lateness.svg");
-        for label in ["tickd, 1000 clocks", "bare ticker, 1000 clocks"] {
+        for label in [
+            "tickd, 1000 clocks\n",
+            "bare ticker, 1000 clocks\n",
+            "tickd, 10000 clocks (round 2, the median of 3)",
+            "bare ticker, 10000 clocks (round 2, the median of 3)",
+        ] {
             assert!(
                 lateness.contains(label),
                 "{label} missing from the lateness plot"
             );
         }
+        // The other rounds are not drawn.
+        assert_eq!(lateness.matches("10000 clocks").count(), 2, "{lateness}");
         let registrations = text("registrations.svg");
         for label in ["tickd through the followers", "etcd through the leader"] {
             assert!(registrations.contains(label), "{label} missing");
