@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
-use openraft::ServerState;
+use openraft::{RaftMetrics, ServerState};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
@@ -34,7 +34,8 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
         }
         // Test builds only (the `fail` crate's `failpoints` feature): a monitor that dies.
         fail::fail_point!("clock-monitor", |_| ());
-        let (voters, peers) = voters_and_peers(replica.raft());
+        let (voters, peers) = voters_and_peers(&replica.raft().metrics().borrow());
+        let voters = voters.len();
         if voters == 0 {
             continue;
         }
@@ -53,9 +54,11 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// How many voters the membership has, and the voters other than this node.
-pub(crate) fn voters_and_peers(raft: &Raft) -> (usize, Vec<(NodeId, NodeAddr)>) {
-    let metrics = raft.metrics().borrow().clone();
+/// The membership's voters (this node included if it is one), and those other than this node
+/// with their addresses.
+pub(crate) fn voters_and_peers(
+    metrics: &RaftMetrics<NodeId, NodeAddr>,
+) -> (Vec<NodeId>, Vec<(NodeId, NodeAddr)>) {
     let membership = metrics.membership_config.membership();
     let voters: Vec<NodeId> = membership.voter_ids().collect();
     let peers = membership
@@ -63,7 +66,7 @@ pub(crate) fn voters_and_peers(raft: &Raft) -> (usize, Vec<(NodeId, NodeAddr)>) 
         .filter(|(id, _)| **id != metrics.id && voters.contains(id))
         .map(|(id, node)| (*id, node.clone()))
         .collect();
-    (voters.len(), peers)
+    (voters, peers)
 }
 
 /// What one peer's status said of its clock.

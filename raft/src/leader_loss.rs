@@ -43,7 +43,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval};
 use crate::clock_monitor::{may_campaign, voters_and_peers};
 use crate::network::LEADER_SILENCE_PATH;
 use crate::timing::ELECTION_TIMEOUT_MAX_MS;
-use crate::{NodeId, Replica, telemetry};
+use crate::{NodeAddr, NodeId, Replica, telemetry};
 
 /// openraft's vote lease: how long a voter refuses other candidates after an append of its
 /// leader (openraft 0.9 sets it to the maximum election timeout).
@@ -203,14 +203,14 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
         if Instant::now() < quiet_until {
             continue;
         }
-        let before = observe(&replica);
+        let (before, peers) = observe(&replica);
         if !before.time_to_ask() {
             continue;
         }
         let voters = before.voters.len();
-        let silent = silent_peers(&replica, voters).await;
+        let silent = silent_peers(&replica, peers, voters).await;
         // An append may have come in while the peers answered: the leader is back.
-        let still = observe(&replica);
+        let (still, _) = observe(&replica);
         if !majority_silent(voters, silent) || !still.time_to_ask() {
             quiet_until = Instant::now() + ASK_AGAIN_AFTER;
             continue;
@@ -220,34 +220,26 @@ pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// This node's side of the question, read now.
-fn observe(replica: &Replica) -> Local {
-    let metrics = replica.raft().metrics().borrow().clone();
-    let (_, peers) = voters_and_peers(replica.raft());
-    let mut voters: Vec<NodeId> = peers.iter().map(|(id, _)| *id).collect();
-    if metrics
-        .membership_config
-        .membership()
-        .voter_ids()
-        .any(|voter| voter == metrics.id)
-    {
-        voters.push(metrics.id);
-    }
+/// This node's side of the question, read now, and the other voters to ask.
+fn observe(replica: &Replica) -> (Local, Vec<(NodeId, NodeAddr)>) {
+    let metrics = replica.raft().metrics();
+    let metrics = metrics.borrow();
+    let (mut voters, peers) = voters_and_peers(&metrics);
     voters.sort_unstable();
-    Local {
+    let local = Local {
         id: metrics.id,
         state: metrics.state,
         leader: metrics.current_leader,
         voters,
         may_campaign: may_campaign(&replica.clock().verdict()),
         silence: replica.leader_contact().silence(),
-    }
+    };
+    (local, peers)
 }
 
-/// Asks every other voter how long it has not heard a leader, and counts those past their
-/// vote lease, stopping as soon as they and this node make a majority of `voters`.
-async fn silent_peers(replica: &Replica, voters: usize) -> usize {
-    let (_, peers) = voters_and_peers(replica.raft());
+/// Asks the other voters `peers` how long they have not heard a leader, and counts those past
+/// their vote lease, stopping as soon as they and this node make a majority of `voters`.
+async fn silent_peers(replica: &Replica, peers: Vec<(NodeId, NodeAddr)>, voters: usize) -> usize {
     let transport = replica.transport();
     let mut answers: FuturesUnordered<_> = peers
         .into_iter()
