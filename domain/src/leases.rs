@@ -20,8 +20,21 @@
 //!
 //! A receipt is the lease's token, 128 random bits drawn by the proposing node, and the tick's
 //! place in the lease: `<token>.<n>`. It is the capability of the ack, as the queue id is the
-//! pop's: unguessable, tied to one queue, and single-use (an ack removes the lease entry, and a
-//! tick handed out again gets a new receipt).
+//! pop's: unguessable, tied to one queue, and removes its tick once (an ack removes the lease
+//! entry, and a tick handed out again gets a new receipt).
+//!
+//! # Retries
+//!
+//! The node that proposes a lease or an ack sends the same command again when it cannot tell
+//! whether the first attempt committed (the leader it forwarded to died after committing, or
+//! lost its office with the entry in flight), so either may be applied twice. Both are made
+//! harmless, as a pop is by its replay record:
+//!
+//! - a lease whose token is in use hands out again what that token holds (the same receipts
+//!   and delivery counts) and leases nothing more;
+//! - an ack remembers each receipt it honoured until that receipt's deadline, and answers a
+//!   later ack presenting it (the retry, or a client's own retry after a lost answer) as acked
+//!   again instead of unknown. After the deadline the receipt is forgotten and is unknown.
 //!
 //! # Bounds
 //!
@@ -141,6 +154,10 @@ pub struct Lease {
 /// The leased ticks of one queue, by receipt.
 pub type QueueLeases = BTreeMap<Receipt, Lease>;
 
+/// The receipts of one queue that an ack honoured, each with its lease's deadline: until then
+/// an ack presenting one again is answered as acked (see "Retries" above).
+pub type AckedReceipts = BTreeMap<Receipt, u64>;
+
 /// A tick as a lease hands it out.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeasedTick {
@@ -183,8 +200,8 @@ impl LeasedTick {
 pub enum AckRefusal {
     /// The receipt's lease ran out: the tick is (or will be) handed out again.
     Expired,
-    /// No lease of this queue holds the receipt: never issued here, acked already, or its tick
-    /// was handed out again under a new receipt.
+    /// No lease of this queue holds the receipt: never issued here, acked and past its
+    /// deadline, or its tick was handed out again under a new receipt.
     Unknown,
     /// The same ack presented the receipt before.
     Repeated,
@@ -242,6 +259,17 @@ impl LeaseTerms {
     }
 }
 
+/// What one ack did to a queue.
+#[derive(Debug, Default)]
+pub(crate) struct Acking {
+    /// The ticks it removed, in the order presented.
+    pub(crate) removed: Vec<Tick>,
+    /// Receipts an earlier ack honoured, answered as acked again.
+    pub(crate) again: u64,
+    /// The receipts refused, with their reasons, in the order presented.
+    pub(crate) refused: Vec<RefusedReceipt>,
+}
+
 /// What one lease did to a queue.
 #[derive(Debug, Default)]
 pub(crate) struct Leasing {
@@ -284,14 +312,30 @@ impl TickLedger {
         tokens.len()
     }
 
-    /// Whether a lease of `queue_id` already uses `token`.
-    pub(crate) fn token_in_use(&self, queue_id: &QueueId, token: &str) -> bool {
-        self.leases.get(queue_id).is_some_and(|leases| {
-            leases
-                .range(Receipt(format!("{token}."))..)
-                .next()
-                .is_some_and(|(receipt, _)| receipt.token() == token)
-        })
+    /// The ticks a lease of `queue_id` under `token` holds, in the order it handed them out:
+    /// what a retry of that lease is answered (see "Retries" above). Empty when no lease uses
+    /// the token.
+    pub(crate) fn leased_under(&self, queue_id: &QueueId, token: &str) -> Vec<LeasedTick> {
+        let Some(leases) = self.leases.get(queue_id) else {
+            return Vec::new();
+        };
+        let prefix = format!("{token}.");
+        let mut held: Vec<(u32, LeasedTick)> = leases
+            .range(Receipt(prefix.clone())..)
+            .take_while(|(receipt, _)| receipt.0.starts_with(&prefix))
+            .map(|(receipt, lease)| {
+                let place = receipt.0[prefix.len()..].parse().unwrap_or(u32::MAX);
+                let tick = LeasedTick {
+                    tick: lease.tick.clone(),
+                    receipt: receipt.clone(),
+                    deliveries: lease.deliveries,
+                };
+                (place, tick)
+            })
+            .collect();
+        // Receipts sort as text ("t.10" before "t.2"); the lease's order is by place.
+        held.sort_by_key(|(place, _)| *place);
+        held.into_iter().map(|(_, tick)| tick).collect()
     }
 
     /// Takes at most `max` ticks of `queue_id` available at `now_ms`, oldest first: the due
@@ -306,6 +350,7 @@ impl TickLedger {
         max: usize,
         max_deliveries: Option<u32>,
     ) -> (Vec<Available>, Vec<Tick>) {
+        self.forget_acked(queue_id, now_ms);
         let mut given_up = Vec::new();
         // The run-out leases, oldest tick first, each with its receipt.
         let mut expired: Vec<(Receipt, u64)> = Vec::new();
@@ -426,32 +471,43 @@ impl TickLedger {
         Leasing { handed, given_up }
     }
 
-    /// Removes the leased ticks of `receipts` whose lease has not run out at `now_ms`; returns
-    /// them, and the receipts refused with their reasons, in the order presented.
+    /// Removes the leased ticks of `receipts` whose lease has not run out at `now_ms`, and
+    /// remembers each such receipt until its deadline; a receipt remembered so is honoured
+    /// again, and every other is refused with its reason.
     pub(crate) fn ack(
         &mut self,
         queue_id: &QueueId,
         receipts: Vec<Receipt>,
         now_ms: u64,
-    ) -> (Vec<Tick>, Vec<RefusedReceipt>) {
-        let mut acked = Vec::new();
-        let mut refused = Vec::new();
+    ) -> Acking {
+        self.forget_acked(queue_id, now_ms);
+        let mut acking = Acking::default();
+        let mut honoured: Vec<(Receipt, u64)> = Vec::new();
         for (index, receipt) in receipts.iter().enumerate() {
+            let lease = self
+                .leases
+                .get(queue_id)
+                .and_then(|leases| leases.get(receipt));
+            let acked_before = || {
+                self.acked_receipts
+                    .get(queue_id)
+                    .is_some_and(|acked| acked.contains_key(receipt))
+            };
             let reason = if receipts[..index].contains(receipt) {
                 Some(AckRefusal::Repeated)
             } else {
-                match self
-                    .leases
-                    .get(queue_id)
-                    .and_then(|leases| leases.get(receipt))
-                {
+                match lease {
+                    None if acked_before() => {
+                        acking.again = acking.again.saturating_add(1);
+                        continue;
+                    }
                     None => Some(AckRefusal::Unknown),
                     Some(lease) if lease.until_ms <= now_ms => Some(AckRefusal::Expired),
                     Some(_) => None,
                 }
             };
             match reason {
-                Some(reason) => refused.push(RefusedReceipt {
+                Some(reason) => acking.refused.push(RefusedReceipt {
                     receipt: receipt.clone(),
                     reason,
                 }),
@@ -459,7 +515,8 @@ impl TickLedger {
                     if let Some(leases) = self.leases.get_mut(queue_id)
                         && let Some(lease) = leases.remove(receipt)
                     {
-                        acked.push(lease.tick);
+                        honoured.push((receipt.clone(), lease.until_ms));
+                        acking.removed.push(lease.tick);
                     }
                 }
             }
@@ -467,9 +524,42 @@ impl TickLedger {
         if self.leases.get(queue_id).is_some_and(BTreeMap::is_empty) {
             self.leases.remove(queue_id);
         }
-        let count = u64::try_from(acked.len()).unwrap_or(u64::MAX);
+        self.remember_acked(queue_id, honoured);
+        let count = u64::try_from(acking.removed.len()).unwrap_or(u64::MAX);
         self.counters.acked = self.counters.acked.saturating_add(count);
-        (acked, refused)
+        acking
+    }
+
+    /// Remembers `honoured` receipts of `queue_id` with their deadlines. A queue remembers at
+    /// most its queue limit (`http_queue_limit`) of them, as many as it may hold leased ticks:
+    /// past that, those whose deadline comes first are forgotten early.
+    fn remember_acked(&mut self, queue_id: &QueueId, honoured: Vec<(Receipt, u64)>) {
+        if honoured.is_empty() {
+            return;
+        }
+        let limit = usize::try_from(self.queue_limit.max(1)).unwrap_or(usize::MAX);
+        let acked = self.acked_receipts.entry(queue_id.clone()).or_default();
+        acked.extend(honoured);
+        if let Some(excess) = acked.len().checked_sub(limit).filter(|excess| *excess > 0) {
+            let mut by_deadline: Vec<(u64, Receipt)> = acked
+                .iter()
+                .map(|(receipt, until_ms)| (*until_ms, receipt.clone()))
+                .collect();
+            by_deadline.select_nth_unstable(excess - 1);
+            for (_, receipt) in &by_deadline[..excess] {
+                acked.remove(receipt);
+            }
+        }
+    }
+
+    /// Forgets the acked receipts of `queue_id` whose deadline has passed at `now_ms`.
+    fn forget_acked(&mut self, queue_id: &QueueId, now_ms: u64) {
+        if let Some(acked) = self.acked_receipts.get_mut(queue_id) {
+            acked.retain(|_, until_ms| *until_ms > now_ms);
+            if acked.is_empty() {
+                self.acked_receipts.remove(queue_id);
+            }
+        }
     }
 
     /// Adds a lease's hand-outs (`again` of them redeliveries) and given-up ticks to the

@@ -45,7 +45,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, ClockId, QueueId};
-use crate::leases::QueueLeases;
+use crate::leases::{AckedReceipts, QueueLeases};
 use crate::level::Level;
 use crate::schedule::Schedule;
 use crate::shared_map::{self, SharedMap};
@@ -434,6 +434,11 @@ pub struct TickLedger {
     /// leases wrote it.
     #[serde(skip_serializing_if = "SharedMap::is_empty")]
     pub(crate) leases: SharedMap<QueueId, QueueLeases>,
+    /// Per http queue, the receipts acked before their deadline, kept until it passes so that
+    /// a retried ack is answered as acked again (`crate::leases`). Absent from the serialized
+    /// form while empty, as releases before it wrote it.
+    #[serde(skip_serializing_if = "SharedMap::is_empty")]
+    pub(crate) acked_receipts: SharedMap<QueueId, AckedReceipts>,
     /// Per clock with overlap control, the instants it skipped when no later tick was filed
     /// yet: its next filed scheduled tick counts them (`crate::overlap`). Absent from the
     /// serialized form while empty, as releases without overlap control wrote it.
@@ -463,6 +468,7 @@ impl Default for TickLedger {
             outbox: SharedMap::new(),
             queues: SharedMap::new(),
             leases: SharedMap::new(),
+            acked_receipts: SharedMap::new(),
             overlap_carry: SharedMap::new(),
             pop_replays: SharedMap::new(),
             manual_sequence: 0,
@@ -501,6 +507,11 @@ impl TickLedger {
     /// Ticks of http queues held by leases, by queue and receipt (`crate::leases`).
     pub fn leases(&self) -> &SharedMap<QueueId, QueueLeases> {
         &self.leases
+    }
+
+    /// Per http queue, the receipts acked before their deadline, for a retry of their ack.
+    pub fn acked_receipts(&self) -> &SharedMap<QueueId, AckedReceipts> {
+        &self.acked_receipts
     }
 
     /// Per http queue, what its last pop returned, for a retry of that pop.
@@ -612,10 +623,12 @@ impl TickLedger {
     }
 
     /// Fits a restored ledger to this cluster: its queue limit applies to the restored queues
-    /// too, and replay records of pops made on the backed-up cluster cannot be retried here.
+    /// too, and replay records of pops and acks made on the backed-up cluster cannot be retried
+    /// here.
     pub(crate) fn fit_restored_queues(&mut self, queue_limit: u64) {
         self.queue_limit = queue_limit;
         self.pop_replays.clear();
+        self.acked_receipts.clear();
         let limit = usize::try_from(self.queue_limit.max(1)).unwrap_or(usize::MAX);
         let mut dropped = 0u64;
         let leases = self.leases.clone();
@@ -844,6 +857,7 @@ impl TickLedger {
         for queue in queues {
             self.queues.remove(queue);
             self.leases.remove(queue);
+            self.acked_receipts.remove(queue);
             self.pop_replays.remove(queue);
         }
         shared_map::retain(&mut self.overlap_carry, |clock, _| !clocks.contains(clock));

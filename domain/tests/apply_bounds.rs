@@ -413,6 +413,13 @@ fn check_bounds(
             leases.len()
         );
     }
+    for (queue, acked) in ledger.acked_receipts().iter() {
+        prop_assert!(
+            acked.len() <= limit,
+            "queue {queue} remembers {} acked receipts",
+            acked.len()
+        );
+    }
     for replay in ledger.pop_replays().values() {
         prop_assert!(replay.ticks.len() <= MAX_POP_TICKS);
     }

@@ -160,10 +160,10 @@ impl Registry {
         let id = clock.id.clone();
         let overlap = clock.overlap;
         let ledger = &mut self.ledger;
-        if ledger.token_in_use(queue, &terms.token) {
-            return Outcome::Rejected {
-                reason: "the lease's token is in use in this queue; draw another".into(),
-            };
+        // A retry of a lease that committed: the same ticks again, and nothing more.
+        let held = ledger.leased_under(queue, &terms.token);
+        if !held.is_empty() {
+            return Outcome::Leased(held);
         }
         let open = ledger.open_leases(queue, terms.now_ms);
         if open >= MAX_OPEN_LEASES {
@@ -225,16 +225,16 @@ impl Registry {
             .ledger
             .settle_overlap(&id, queue, clock.overlap, now_ms);
         self.note_skipped(&id, skipped);
-        let (acked, refused) = self.ledger.ack(queue, receipts, now_ms);
+        let acking = self.ledger.ack(queue, receipts, now_ms);
         self.note_activity(&id, now_ms);
-        let count = u64::try_from(acked.len()).unwrap_or(u64::MAX);
-        if count > 0 {
+        let removed = u64::try_from(acking.removed.len()).unwrap_or(u64::MAX);
+        if removed > 0 {
             self.clocks
-                .modify_cursor(&id, |cursor| cursor.stats.acked(count));
+                .modify_cursor(&id, |cursor| cursor.stats.acked(removed));
         }
         Outcome::Acked {
-            acked: count,
-            refused,
+            acked: removed.saturating_add(acking.again),
+            refused: acking.refused,
         }
     }
 

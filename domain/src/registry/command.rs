@@ -118,8 +118,8 @@ pub enum Command {
     /// A lease of an http queue: hand out at most `max` ticks available at `now_ms`, hidden
     /// from other pollers until `until_ms`, under receipts of `token` (see [`crate::leases`]).
     ///
-    /// A retry needs no replay record, unlike a pop's: a lease whose answer was lost only
-    /// hides its ticks until its deadline, after which they are handed out again.
+    /// A retry needs no replay record, unlike a pop's: the token names the lease, and a lease
+    /// whose token is in use answers the ticks that lease holds and leases nothing more.
     Lease {
         /// The queue polled.
         queue: QueueId,
@@ -139,6 +139,9 @@ pub enum Command {
     },
     /// An ack of leased ticks: remove those of `receipts` whose lease has not run out at
     /// `now_ms`.
+    ///
+    /// A retry is harmless: a receipt an ack honoured is remembered until its deadline, and
+    /// presented again it is answered as acked again.
     Ack {
         /// The queue the receipts were issued for.
         queue: QueueId,
@@ -273,9 +276,11 @@ pub enum Outcome {
         /// The number of open leases.
         open: u64,
     },
-    /// What an ack removed: how many ticks, and the receipts it refused, in the order given.
+    /// What an ack honoured: how many receipts, and the receipts it refused, in the order
+    /// given.
     Acked {
-        /// The ticks removed.
+        /// The receipts honoured: ticks removed by this ack, and receipts an earlier ack
+        /// honoured before their deadline.
         acked: u64,
         /// The receipts refused, with their reasons.
         refused: Vec<RefusedReceipt>,

@@ -3,7 +3,9 @@
 //!
 //! One Raft write for all the receipts of one ack; each receipt is answered: acked, or
 //! refused with its reason (its lease ran out, it is unknown to this queue, or the ack
-//! presented it twice). A refused receipt is never a silent success, and changes nothing.
+//! presented it twice). A refused receipt is never a silent success, and changes nothing. A
+//! receipt acked before and presented again before its deadline is acked again: an ack is safe
+//! to retry, by the client or by the node forwarding it.
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -43,7 +45,8 @@ const ACK: BodyShape = BodyShape {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = AckAnswer)]
 pub struct AckAnswer {
-    /// How many ticks the ack removed.
+    /// How many receipts were acked: their ticks removed by this ack, or by an earlier ack
+    /// of the same receipt before its deadline (a retry).
     acked: u64,
     /// The receipts it refused, in the order presented, each with its reason.
     refused: Vec<RefusedView>,
@@ -56,7 +59,8 @@ pub struct RefusedView {
     /// The receipt as presented.
     receipt: String,
     /// `expired`: its lease ran out and its tick is handed out again; `unknown`: never issued
-    /// for this queue, acked already, or its tick was handed out again under a new receipt;
+    /// for this queue, acked and past its deadline, or its tick was handed out again under a
+    /// new receipt;
     /// `repeated`: the ack presented it before.
     reason: AckRefusal,
 }
@@ -90,7 +94,8 @@ fn may_be_issued(receipt: &Receipt) -> bool {
     summary = "Ack leased ticks of an http channel: remove them for good",
     description = "tickd's, beside the pop, with the same capability (no token). Removes the \
         leased ticks of the receipts whose lease has not run out, and answers how many; every \
-        other receipt is refused with its reason, and changes nothing.",
+        other receipt is refused with its reason, and changes nothing. A receipt acked before \
+        its deadline counts as acked again, so a retried ack gets the same answer.",
     params(
         ("queue_id" = String, Path, description = "The queue id from the channel's URL"),
     ),

@@ -48,6 +48,15 @@ pub(super) fn ack(queue: &QueueId, receipts: &[Receipt], now_ms: u64) -> Command
     }
 }
 
+/// How many acked receipts of `queue` the ledger remembers.
+fn remembered(registry: &Registry, queue: &QueueId) -> usize {
+    registry
+        .ledger()
+        .acked_receipts()
+        .get(queue)
+        .map_or(0, |acked| acked.len())
+}
+
 pub(super) fn ids(ticks: &[LeasedTick]) -> Vec<String> {
     ticks.iter().map(|tick| tick.tick.id.to_string()).collect()
 }
@@ -113,12 +122,15 @@ fn an_ack_removes_for_good_and_refuses_stale_foreign_and_repeated_receipts() {
             ],
         }
     );
-    // Acked again: unknown, and nothing changes.
+    // Acked again before its deadline (a retry): acked again, and nothing changes.
     let before = registry.clone();
     let again = registry.apply(ack(&queue, &receipts[..1], 6_000));
-    assert!(
-        matches!(&again, Outcome::Acked { acked: 0, refused } if refused[0].reason == AckRefusal::Unknown),
-        "{again:?}"
+    assert_eq!(
+        again,
+        Outcome::Acked {
+            acked: 1,
+            refused: vec![]
+        }
     );
     assert_eq!(registry, before);
     // A receipt whose lease ran out is refused as expired, and its tick comes back.
@@ -319,10 +331,114 @@ fn hostile_terms_and_unknown_queues_change_nothing() {
     );
     assert_eq!(registry.apply(ack(&nowhere, &[], 5_000)), Outcome::NotFound);
     assert_eq!(registry, before);
-    // A token in use in the queue is refused, so that receipts stay single-use.
-    leased(registry.apply(lease(&queue, 5_000, 15_000, 1, 1)));
-    let reused = registry.apply(lease(&queue, 5_000, 15_000, 1, 1));
-    assert!(matches!(reused, Outcome::Rejected { .. }), "{reused:?}");
+    // A token in use in the queue hands out nothing new, so that receipts stay single-use.
+    let first = leased(registry.apply(lease(&queue, 5_000, 15_000, 1, 1)));
+    let reused = leased(registry.apply(lease(&queue, 5_000, 15_000, 2, 1)));
+    assert_eq!(reused, first);
+    assert_eq!(registry.ledger().leased_in_queue(&queue), 1);
+}
+
+/// A forwarded lease or ack whose answer was lost is sent again by the node that proposed it
+/// (`tickd_raft::Replica::write`), and both attempts may commit: the second must answer as the
+/// first did and change nothing.
+#[test]
+fn a_retried_lease_or_ack_answers_as_the_first_attempt_did() {
+    let mut registry = Registry::new();
+    let clock = create(&mut registry, "retried", "every.1.seconds", "rc");
+    let Channel::Http { queue_id: queue } = clock.channel else {
+        panic!("an http clock");
+    };
+    registry.apply(intent(12_000, 12_000));
+    // Twelve ticks, so that receipts ".10" and ".11" sort before ".2" as text.
+    let first = leased(registry.apply(lease(&queue, 12_000, 22_000, 12, 1)));
+    assert_eq!(first.len(), 12);
+    let before = registry.clone();
+    let retried = leased(registry.apply(lease(&queue, 12_000, 22_000, 12, 1)));
+    assert_eq!(
+        retried, first,
+        "a retried lease hands out what the first did, in order"
+    );
+    assert_eq!(registry, before, "a retried lease changed the registry");
+    // An ack, its retry, and a client's retry after a lost answer, each acked.
+    let receipts: Vec<Receipt> = first[..3].iter().map(|tick| tick.receipt.clone()).collect();
+    let acked = Outcome::Acked {
+        acked: 3,
+        refused: vec![],
+    };
+    assert_eq!(registry.apply(ack(&queue, &receipts, 13_000)), acked);
+    let after_first = registry.clone();
+    assert_eq!(registry.apply(ack(&queue, &receipts, 13_000)), acked);
+    assert_eq!(registry, after_first, "a retried ack changed the registry");
+    assert_eq!(registry.apply(ack(&queue, &receipts, 21_999)), acked);
+    assert_eq!(stats_of(&registry, "rc").acked, 3);
+    assert_eq!(registry.ledger().counters.acked, 3);
+    // Remembered receipts travel in snapshots, as the leases do.
+    let json = serde_json::to_string(&RegistrySnapshot::from(registry.clone()))
+        .expect("a snapshot encodes");
+    let loaded = Registry::try_from(
+        serde_json::from_str::<RegistrySnapshot>(&json).expect("a snapshot decodes"),
+    )
+    .expect("a snapshot loads");
+    assert_eq!(loaded, registry);
+    // From the deadline on, the receipts are forgotten: unknown.
+    let late = registry.apply(ack(&queue, &receipts[..1], 22_000));
+    assert!(
+        matches!(&late, Outcome::Acked { acked: 0, refused } if refused[0].reason == AckRefusal::Unknown),
+        "{late:?}"
+    );
+    assert_eq!(remembered(&registry, &queue), 0);
+}
+
+#[test]
+fn a_queue_remembers_at_most_its_queue_limit_of_acked_receipts() {
+    let mut registry = Registry::new();
+    let clock = create(&mut registry, "bounded", "every.1.seconds", "bc");
+    let Channel::Http { queue_id: queue } = clock.channel else {
+        panic!("an http clock");
+    };
+    registry.apply(Command::Intend(Intent {
+        through_ms: 8_000,
+        now_ms: 8_000,
+        catch_up_ms: 60_000,
+        queue_limit: 4,
+        in_flight_from_ms: None,
+    }));
+    // Two leases of two ticks each, the earlier with the earlier deadline, all acked; then two
+    // more ticks filed, leased and acked: six acked receipts for a limit of four.
+    let early = leased(registry.apply(lease(&queue, 8_000, 20_000, 2, 1)));
+    let late = leased(registry.apply(lease(&queue, 8_000, 30_000, 2, 2)));
+    let receipts = |ticks: &[LeasedTick]| -> Vec<Receipt> {
+        ticks.iter().map(|tick| tick.receipt.clone()).collect()
+    };
+    let everything: Vec<Receipt> = receipts(&early)
+        .into_iter()
+        .chain(receipts(&late))
+        .collect();
+    registry.apply(ack(&queue, &everything, 9_000));
+    registry.apply(Command::Intend(Intent {
+        through_ms: 12_000,
+        now_ms: 12_000,
+        catch_up_ms: 60_000,
+        queue_limit: 4,
+        in_flight_from_ms: None,
+    }));
+    let last = leased(registry.apply(lease(&queue, 12_000, 40_000, 2, 3)));
+    assert_eq!(last.len(), 2);
+    registry.apply(ack(&queue, &receipts(&last), 12_000));
+    assert_eq!(remembered(&registry, &queue), 4);
+    // The two with the earliest deadline were forgotten early; the others are still acked.
+    let outcome = registry.apply(ack(&queue, &everything, 13_000));
+    let Outcome::Acked { acked, refused } = outcome else {
+        panic!("an ack: {outcome:?}");
+    };
+    assert_eq!(acked, 2);
+    let forgotten: Vec<&Receipt> = refused.iter().map(|refused| &refused.receipt).collect();
+    assert_eq!(forgotten, receipts(&early).iter().collect::<Vec<_>>());
+    // A purged clock's queue forgets them all.
+    registry.apply(Command::Purge {
+        clocks: vec![id("bc")],
+    });
+    assert_eq!(remembered(&registry, &queue), 0);
 }
 
 #[test]
