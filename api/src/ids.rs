@@ -35,6 +35,12 @@ pub fn lease_token() -> String {
     random_hex()
 }
 
+/// A fresh id for one manual tick: a retry of it carries the same id, so the ledger files it
+/// once (see `tickd_domain::Command::Tick`).
+pub fn tick_request() -> String {
+    random_hex()
+}
+
 /// A fresh id for one pop: a retry of the same pop carries the same id, so the replicated
 /// queue answers it with the same ticks (see `tickd_domain::Command::Pop`).
 pub fn pop_request() -> String {

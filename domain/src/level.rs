@@ -38,7 +38,8 @@ impl Level {
     /// database this binary carries ([`crate::zone_database_version`]): older binaries cannot
     /// parse them, so a registration of one waits for every voter. Webhook clocks
     /// ([`crate::Channel::Webhook`]), which older binaries cannot decode. Leases of http-queue
-    /// ticks ([`Command::Lease`], [`Command::Ack`]).
+    /// ticks ([`Command::Lease`], [`Command::Ack`]). Manual ticks that a retry does not file
+    /// twice (`Command::Tick`'s `request`).
     pub const V0_3: Level = Level(3);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
@@ -69,6 +70,12 @@ impl Level {
     /// Whether the cluster may lease http-queue ticks ([`Command::Lease`], [`Command::Ack`]):
     /// every replica decodes the commands and keeps the leases.
     pub fn has_leases(self) -> bool {
+        self >= Level::V0_3
+    }
+
+    /// Whether apply files a manual tick once however often it is retried
+    /// (`crate::manual_retries`): every replica keeps the request ids.
+    pub fn replays_manual_ticks(self) -> bool {
         self >= Level::V0_3
     }
 
@@ -156,6 +163,9 @@ impl Command {
         match self {
             Command::SetLevel { .. } => Level::V0_2,
             Command::Lease { .. } | Command::Ack { .. } => Level::V0_3,
+            Command::Tick {
+                request: Some(_), ..
+            } => Level::V0_3,
             Command::Confirm { settled_ms, .. } if !settled_ms.is_empty() => Level::V0_3,
             Command::Register { schedule, .. } if schedule.is_calendar() => Level::V0_3,
             Command::Register {
@@ -223,7 +233,11 @@ mod tests {
                 id: id.clone(),
                 now_ms: 0,
             },
-            Command::Tick { id, now_ms: 0 },
+            Command::Tick {
+                id,
+                now_ms: 0,
+                request: None,
+            },
             Command::Intend(Intent {
                 now_ms: 0,
                 through_ms: 0,

@@ -71,6 +71,7 @@ mod ledger_snapshot;
 pub mod level;
 mod literals;
 mod load;
+mod manual_retries;
 pub mod overlap;
 mod packed_set;
 mod pair_index;

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, ClockId, QueueId};
 use crate::leases::{AckedReceipts, QueueLeases};
 use crate::level::Level;
+use crate::manual_retries::ManualRequests;
 use crate::schedule::Schedule;
 use crate::shared_map::{self, SharedMap};
 use crate::stats::{Delivery, DeliverySeries, StatsSlot};
@@ -444,6 +445,11 @@ pub struct TickLedger {
     /// serialized form while empty, as releases without overlap control wrote it.
     #[serde(skip_serializing_if = "SharedMap::is_empty")]
     pub(crate) overlap_carry: SharedMap<ClockId, u32>,
+    /// Per clock, the request ids of its latest manual ticks, so that a retried manual tick
+    /// files nothing (`crate::manual_retries`). Absent from the serialized form while empty,
+    /// as releases before it wrote it.
+    #[serde(skip_serializing_if = "SharedMap::is_empty")]
+    pub(crate) manual_requests: SharedMap<ClockId, ManualRequests>,
     /// Per http queue, the last pop's request id and what it returned, so that a retried pop
     /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a
@@ -470,6 +476,7 @@ impl Default for TickLedger {
             leases: SharedMap::new(),
             acked_receipts: SharedMap::new(),
             overlap_carry: SharedMap::new(),
+            manual_requests: SharedMap::new(),
             pop_replays: SharedMap::new(),
             manual_sequence: 0,
             counters: TickCounters::default(),
@@ -623,12 +630,13 @@ impl TickLedger {
     }
 
     /// Fits a restored ledger to this cluster: its queue limit applies to the restored queues
-    /// too, and replay records of pops and acks made on the backed-up cluster cannot be retried
-    /// here.
+    /// too, and replay records of pops, acks and manual ticks made on the backed-up cluster
+    /// cannot be retried here.
     pub(crate) fn fit_restored_queues(&mut self, queue_limit: u64) {
         self.queue_limit = queue_limit;
         self.pop_replays.clear();
         self.acked_receipts.clear();
+        self.manual_requests.clear();
         let limit = usize::try_from(self.queue_limit.max(1)).unwrap_or(usize::MAX);
         let mut dropped = 0u64;
         let leases = self.leases.clone();
@@ -861,6 +869,9 @@ impl TickLedger {
             self.pop_replays.remove(queue);
         }
         shared_map::retain(&mut self.overlap_carry, |clock, _| !clocks.contains(clock));
+        shared_map::retain(&mut self.manual_requests, |clock, _| {
+            !clocks.contains(clock)
+        });
         shared_map::retain(&mut self.outbox, |_, tick| !clocks.contains(&tick.clock));
     }
 }

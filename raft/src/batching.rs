@@ -205,6 +205,7 @@ mod tests {
         Command::Tick {
             id: ClockId::new(id.to_owned()),
             now_ms: 0,
+            request: None,
         }
     }
 

@@ -273,7 +273,11 @@ mod tests {
         );
         for now_ms in 1..=150 {
             let id = id.clone();
-            let ticked = state.apply(Command::Tick { id, now_ms });
+            let ticked = state.apply(Command::Tick {
+                id,
+                now_ms,
+                request: None,
+            });
             assert!(matches!(ticked, Outcome::Updated(_)), "{ticked:?}");
         }
         let request = "p1".to_owned();

@@ -449,6 +449,14 @@ pub async fn act(
         Action::Tick => Command::Tick {
             id: clock_id,
             now_ms,
+            // Once every replica applies it: see `tickd_domain::Command::Tick`.
+            request: app
+                .replica
+                .state()
+                .read()
+                .cluster_level
+                .replays_manual_ticks()
+                .then(ids::tick_request),
         },
     };
     let resumed = parsed == Action::Resume;

@@ -13,6 +13,7 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name}
 use crate::clocks_stamp::ClocksStamp;
 use crate::leases::{LeaseTerms, Leasing, MAX_ACK_RECEIPTS, MAX_OPEN_LEASES, Receipt};
 use crate::level::{Level, Levels};
+use crate::manual_retries::MAX_TICK_REQUEST_BYTES;
 use crate::overlap::{Overlap, SettledHead};
 use crate::restore_document::RestoreDocument;
 use crate::schedule::Schedule;
@@ -46,7 +47,11 @@ impl Registry {
             ),
             Command::Pause { id, now_ms } => self.pause(&id, now_ms),
             Command::Resume { id, now_ms } => self.resume(level, &id, now_ms),
-            Command::Tick { id, now_ms } => self.tick_now(level, &id, now_ms),
+            Command::Tick {
+                id,
+                now_ms,
+                request,
+            } => self.tick_now(level, &id, now_ms, request),
             Command::Intend(intent) => Outcome::Filed(self.intend(level, &intent)),
             Command::Confirm {
                 ticks,
@@ -636,10 +641,30 @@ impl Registry {
         Outcome::Updated(clock)
     }
 
-    fn tick_now(&mut self, level: Level, id: &ClockId, now_ms: u64) -> Outcome {
+    fn tick_now(
+        &mut self,
+        level: Level,
+        id: &ClockId,
+        now_ms: u64,
+        request: Option<String>,
+    ) -> Outcome {
         let Some(clock) = self.clocks.get(id).cloned() else {
             return Outcome::NotFound;
         };
+        // Releases before level 3 ignore the request, and so does this one below it.
+        let request = request.filter(|_| level.replays_manual_ticks());
+        if let Some(request) = &request {
+            if request.len() > MAX_TICK_REQUEST_BYTES {
+                return Outcome::Rejected {
+                    reason: format!(
+                        "a manual tick's request id is at most {MAX_TICK_REQUEST_BYTES} bytes"
+                    ),
+                };
+            }
+            if self.ledger.is_retried_tick(&clock.id, request) {
+                return Outcome::Updated(clock);
+            }
+        }
         let bounded = level.bounds_commands();
         if bounded && self.ledger.manual_sequence >= MAX_MANUAL_SEQUENCE {
             return Outcome::Rejected {
@@ -683,6 +708,9 @@ impl Registry {
         // oldest tick, so a burst of manual ticks on a paused clock cannot grow it unbounded.
         let dropped = self.ledger.file(level, tick, destination(&clock), limit);
         self.note_dropped(level, &clock.id, dropped, now_ms);
+        if let Some(request) = request {
+            self.ledger.remember_tick(&clock.id, request);
+        }
         Outcome::Updated(clock)
     }
 

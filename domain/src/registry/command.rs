@@ -68,11 +68,18 @@ pub enum Command {
         now_ms: u64,
     },
     /// Deliver one manual tick to the clock now, whatever its status or schedule.
+    ///
+    /// `request` makes a retry harmless: applying a tick whose `request` the clock's latest
+    /// manual ticks carried files nothing (`crate::manual_retries`).
     Tick {
         /// The clock to tick.
         id: ClockId,
         /// The proposer's clock: the tick's `scheduled_at`.
         now_ms: u64,
+        /// A random id of this request, drawn by the proposing node; written only from cluster
+        /// level 3, which applies it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<String>,
     },
     /// The leader's intent to fire every scheduled tick due up to a point in time.
     Intend(Intent),

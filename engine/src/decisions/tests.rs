@@ -214,6 +214,7 @@ fn every_outbox_tick_has_one_place_and_one_filed_below_those_in_flight_is_found(
     registry.apply(Command::Tick {
         id: clocks[2].clone(),
         now_ms: first.wall_ms,
+        request: None,
     });
     commit_confirms(&mut registry, confirmations);
     assert_partition(&mut decisions, &registry);

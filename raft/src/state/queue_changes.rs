@@ -274,6 +274,7 @@ mod tests {
         registry.apply(Command::Tick {
             id: ClockId::new("c1".into()),
             now_ms: 2_000,
+            request: None,
         });
         let changed = observed.changed(&registry);
         assert_eq!(changed.queues(), &[queue(1)]);
@@ -330,6 +331,7 @@ mod tests {
         registry.apply(Command::Tick {
             id: ClockId::new("c4".into()),
             now_ms: 2_000,
+            request: None,
         });
         observed.changed(&registry).notify();
         assert!(woken(&mut watch).await);

@@ -109,6 +109,7 @@ fn command_kinds_name_each_command_for_spans_and_metrics() {
             Command::Tick {
                 id: clock.clone(),
                 now_ms: 0,
+                request: None,
             },
             "tick",
         ),

@@ -28,6 +28,7 @@ fn at_level_1_commands_apply_as_v0_1_0_applied_them() {
             Command::Tick {
                 id: id(clock.0),
                 now_ms,
+                request: None,
             },
         );
         assert!(matches!(ticked, Outcome::Updated(_)), "{ticked:?}");

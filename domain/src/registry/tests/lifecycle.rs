@@ -142,6 +142,7 @@ fn pause_and_resume_set_the_status_idempotently() {
             Command::Tick {
                 id: id("c1"),
                 now_ms: 0,
+                request: None,
             },
             ClockStatus::Active,
         ),
@@ -156,6 +157,7 @@ fn pause_and_resume_set_the_status_idempotently() {
             Command::Tick {
                 id: id("c1"),
                 now_ms: 0,
+                request: None,
             },
             ClockStatus::Paused,
         ),
@@ -189,6 +191,7 @@ fn actions_on_unknown_ids_are_not_found_and_change_nothing() {
         Command::Tick {
             id: id("nope"),
             now_ms: 0,
+            request: None,
         },
     ] {
         assert_eq!(registry.apply(command), Outcome::NotFound);

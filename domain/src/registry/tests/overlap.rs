@@ -143,6 +143,7 @@ fn manual_ticks_take_their_turn_and_are_never_skipped() {
     registry.apply(Command::Tick {
         id: id("oc"),
         now_ms: 1_500,
+        request: None,
     });
     registry.apply(ack(&queue, &receipts(&first), 2_500));
     let manual = leased(registry.apply(lease(&queue, 2_600, 9_000, 10, 2)));

@@ -101,6 +101,7 @@ fn manual_ticks_wait_their_turn_and_are_never_skipped() {
     registry.apply(Command::Tick {
         id: id("wc"),
         now_ms: 1_500,
+        request: None,
     });
     registry.apply(confirm(1, Some(3_500)));
     let left: Vec<String> = outbox(&registry).into_iter().map(|(id, _)| id).collect();

@@ -129,6 +129,7 @@ fn restore_joins_the_backup_counters_to_the_clusters_own() {
     target.apply(Command::Tick {
         id: id("ro"),
         now_ms: 500,
+        request: None,
     });
     target.apply(intent(2_000, 2_000));
     target.apply(Command::Purge {

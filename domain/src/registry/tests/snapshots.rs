@@ -79,6 +79,7 @@ fn a_snapshot_keeps_the_ledger() -> Result<(), serde_json::Error> {
     registry.apply(Command::Tick {
         id: id("ra"),
         now_ms: 2_600,
+        request: None,
     });
     let restored: Registry = serde_json::from_str(&serde_json::to_string(&registry)?)?;
     assert_eq!(restored, registry);

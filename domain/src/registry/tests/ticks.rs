@@ -131,6 +131,7 @@ fn pause_withdraws_the_same_ticks_from_an_http_queue_as_from_the_outbox() {
         registry.apply(Command::Tick {
             id: id(clock),
             now_ms: 2_200,
+            request: None,
         });
     }
     assert_eq!(
@@ -195,13 +196,71 @@ fn manual_ticks_have_sequential_ids_and_ignore_status() {
     registry.apply(Command::Tick {
         id: id("rn"),
         now_ms: 10,
+        request: None,
     });
     registry.apply(Command::Tick {
         id: id("rn"),
         now_ms: 20,
+        request: None,
     });
     assert_eq!(outbox_ids(&registry), ["rn-m0", "rn-m1"]);
     assert!(registry.ledger().outbox.values().all(|tick| tick.manual));
+}
+
+/// A forwarded manual tick whose answer was lost is sent again by the node that proposed it
+/// (`tickd_raft::Replica::write`), whole batches at a time, and both attempts may commit: the
+/// clock must get one tick per request (`crate::manual_retries`).
+#[test]
+fn a_retried_manual_tick_is_filed_once() {
+    use crate::manual_retries::{MAX_TICK_REQUEST_BYTES, REMEMBERED_MANUAL_TICKS};
+    let mut registry = Registry::new();
+    let clock = create(&mut registry, "h", "@never", "hc");
+    let tick = |request: &str, now_ms: u64| Command::Tick {
+        id: id("hc"),
+        now_ms,
+        request: Some(request.to_owned()),
+    };
+    registry.apply(tick("r1", 10));
+    let once = registry.clone();
+    // The retry, alone or in a batch beside another request's tick.
+    assert!(matches!(
+        registry.apply(tick("r1", 10)),
+        Outcome::Updated(_)
+    ));
+    assert_eq!(registry, once, "a retried manual tick changed the registry");
+    registry.apply(Command::Batch(vec![tick("r2", 20), tick("r3", 20)]));
+    registry.apply(Command::Batch(vec![tick("r2", 20), tick("r3", 20)]));
+    assert_eq!(queue_ids(&registry, &clock), ["hc-m0", "hc-m1", "hc-m2"]);
+    // A clock remembers its latest requests only: one older than that ticks again.
+    for n in 0..REMEMBERED_MANUAL_TICKS {
+        registry.apply(tick(&format!("later-{n}"), 30));
+    }
+    let before = registry.ledger().manual_sequence();
+    registry.apply(tick("r1", 40));
+    assert_eq!(registry.ledger().manual_sequence(), before + 1);
+    // A request id no node draws is refused.
+    let long = "r".repeat(MAX_TICK_REQUEST_BYTES + 1);
+    assert!(matches!(
+        registry.apply(tick(&long, 50)),
+        Outcome::Rejected { .. }
+    ));
+    // Snapshots carry the requests; a purge forgets them with the clock.
+    let json = serde_json::to_string(&RegistrySnapshot::from(registry.clone())).expect("encodes");
+    assert!(json.contains("manual_requests"), "{json}");
+    let loaded =
+        Registry::try_from(serde_json::from_str::<RegistrySnapshot>(&json).expect("decodes"))
+            .expect("loads");
+    assert_eq!(loaded, registry);
+    registry.apply(Command::Purge {
+        clocks: vec![id("hc")],
+    });
+    assert!(registry.ledger().manual_requests.is_empty());
+    // Below level 3 the request is ignored, as releases before it ignore it.
+    let mut old = Registry::new();
+    create(&mut old, "h", "@never", "hc");
+    old.apply_at(Level::V0_2, tick("r1", 10));
+    old.apply_at(Level::V0_2, tick("r1", 10));
+    assert_eq!(old.ledger().manual_sequence(), 2);
 }
 
 #[test]
@@ -392,6 +451,7 @@ fn a_manual_tick_past_the_last_sequence_number_is_refused_not_an_overflow() {
         let outcome = registry.apply(Command::Tick {
             id: id("hc"),
             now_ms: 5_000,
+            request: None,
         });
         assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
         assert_eq!(registry, before);
@@ -408,6 +468,7 @@ fn manual_ticks_waiting_for_the_broker_are_refused_past_the_queue_limit() {
         registry.apply(Command::Tick {
             id: id(clock),
             now_ms,
+            request: None,
         })
     };
     for now_ms in 0..3 {
@@ -454,6 +515,7 @@ fn manual_ticks_on_a_paused_http_clock_obey_the_queue_limit() {
         registry.apply(Command::Tick {
             id: clock.id.clone(),
             now_ms,
+            request: None,
         });
     }
     let queue = queue_for("hc");
@@ -465,6 +527,7 @@ fn manual_ticks_on_a_paused_http_clock_obey_the_queue_limit() {
         registry.apply(Command::Tick {
             id: clock.id.clone(),
             now_ms,
+            request: None,
         });
     }
     assert_eq!(waiting(&registry), Some(3));
