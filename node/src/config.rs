@@ -12,6 +12,7 @@ use tickd_domain::leases::{DEFAULT_MAX_DELIVERIES, MAX_MAX_DELIVERIES};
 use tickd_raft::cluster_clock::DEFAULT_MAX_CLOCK_OFFSET;
 use tickd_raft::{NodeAddr, NodeId};
 
+use crate::credentials::Role;
 use crate::listener::{self, ListenerLimits};
 use crate::tls::TlsFiles;
 
@@ -58,7 +59,7 @@ const SHIPPED_OPERATOR_TOKEN: &str = "operator-sample";
 struct ClusterFile {
     token: Option<String>,
     operator_token: Option<String>,
-    secret: String,
+    secret: Option<String>,
     rabbit_uri: Option<String>,
     rabbit_client_uri: Option<String>,
     rabbit_ca_file: Option<PathBuf>,
@@ -191,6 +192,44 @@ pub struct NodeConfig {
     pub webhook: WebhookConfig,
 }
 
+/// What the environment sets over the cluster file: the credentials, which a container
+/// platform keeps in its store of secrets rather than in the file it mounts (a Kubernetes
+/// Secret as environment variables, beside a ConfigMap holding `cluster.toml`). A variable
+/// that is set and not empty wins over the file's key, and is checked as the key would be.
+#[derive(Debug, Default, Clone)]
+pub struct Environment {
+    /// `TICKD_SECRET`, over `secret`.
+    pub secret: Option<String>,
+    /// `ACCESS_TOKEN`, over `token`.
+    pub token: Option<String>,
+    /// `OPERATOR_TOKEN`, over `operator_token`.
+    pub operator_token: Option<String>,
+}
+
+/// The variable that sets the node-to-node secret.
+pub const SECRET_VARIABLE: &str = "TICKD_SECRET";
+
+impl Environment {
+    /// The variables of this process.
+    pub fn read() -> Self {
+        let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        Self {
+            secret: variable(SECRET_VARIABLE),
+            token: variable(Role::Client.variable()),
+            operator_token: variable(Role::Operator.variable()),
+        }
+    }
+
+    /// `file` with the variables set here in place of its keys.
+    fn over(&self, mut file: ClusterFile) -> ClusterFile {
+        let pick = |set: &Option<String>, key: Option<String>| set.clone().or(key);
+        file.secret = pick(&self.secret, file.secret);
+        file.token = pick(&self.token, file.token);
+        file.operator_token = pick(&self.operator_token, file.operator_token);
+        file
+    }
+}
+
 /// The engine settings when the cluster file does not set them.
 fn default_engine() -> tickd_engine::EngineConfig {
     tickd_engine::EngineConfig {
@@ -297,8 +336,13 @@ impl NodeConfig {
         }
     }
 
-    /// Node `id` of the cluster described in the file at `path`.
-    pub fn from_file(path: &Path, id: NodeId) -> Result<Self, ConfigError> {
+    /// Node `id` of the cluster described in the file at `path`, with the credentials the
+    /// environment sets in place of the file's.
+    pub fn from_file(
+        path: &Path,
+        id: NodeId,
+        environment: &Environment,
+    ) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
             path: path.to_path_buf(),
             source,
@@ -308,7 +352,7 @@ impl NodeConfig {
             message: error.to_string(),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        resolve(file, id, base).map_err(|problem| match problem {
+        resolve(environment.over(file), id, base).map_err(|problem| match problem {
             Problem::Invalid(message) => ConfigError::Invalid {
                 path: path.to_path_buf(),
                 message,
@@ -450,15 +494,15 @@ fn check_credentials(file: &ClusterFile, exposed: Option<&str>) -> Result<(), Pr
     if file.node.len() > 1 && file.token.is_none() {
         return Err(Problem::Invalid(format!(
             "it describes {} nodes but sets no `token`: each node would generate a token of \
-             its own and accept only that one. Add `token = \"...\"` (one long random value \
-             for the whole cluster, e.g. from `openssl rand -hex 24`)",
+             its own and accept only that one. Add `token = \"...\"`, or set ACCESS_TOKEN (one \
+             long random value for the whole cluster, e.g. from `openssl rand -hex 24`)",
             file.node.len()
         )));
     }
     let Some(exposed) = exposed else {
         return Ok(());
     };
-    if file.secret == SHIPPED_SECRET {
+    if file.secret.as_deref() == Some(SHIPPED_SECRET) {
         return Err(Problem::Invalid(format!(
             "`secret` is the sample's \"{SHIPPED_SECRET}\", which anyone can read, and {exposed} \
              is off loopback: set `secret` to a long random value of your own (e.g. from \
@@ -674,11 +718,20 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
     if file.node.is_empty() {
         return Err(Problem::Invalid("it lists no [[node]]".into()));
     }
-    if file.secret.is_empty() {
-        return Err(Problem::Invalid(
-            "`secret` is empty; set a node-to-node secret".into(),
-        ));
-    }
+    let secret = match file.secret.as_deref() {
+        None => {
+            return Err(Problem::Invalid(format!(
+                "it sets no `secret`: set a node-to-node secret, the same for every node, as \
+                 `secret` or in the environment as {SECRET_VARIABLE}"
+            )));
+        }
+        Some("") => {
+            return Err(Problem::Invalid(
+                "`secret` is empty; set a node-to-node secret".into(),
+            ));
+        }
+        Some(secret) => secret.to_owned(),
+    };
     if file.token.as_deref() == Some("") {
         return Err(Problem::Invalid(
             "`token` is empty; remove it or set a value".into(),
@@ -809,7 +862,7 @@ fn resolve(file: ClusterFile, id: NodeId, base: &Path) -> Result<NodeConfig, Pro
         dial,
         token: file.token,
         operator_token: file.operator_token,
-        secret: Some(file.secret),
+        secret: Some(secret),
         rabbit_uri: file.rabbit_uri,
         rabbit_client_uri: file.rabbit_client_uri,
         rabbit_ca_file: file.rabbit_ca_file.as_ref().map(|path| base.join(path)),

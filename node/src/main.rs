@@ -15,6 +15,7 @@ mod credentials;
 mod listener;
 mod log_throttle;
 mod node;
+mod ordinal;
 mod supervisor;
 mod telemetry;
 mod tls;
@@ -30,7 +31,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
-use crate::config::NodeConfig;
+use crate::config::{Environment, NodeConfig};
 
 /// How long the process waits for blocking tasks (fsyncs, snapshot writes) once the node has
 /// stopped, before it exits regardless.
@@ -46,11 +47,12 @@ struct Cli {
 
     /// The cluster file (see the shipped cluster.toml). Without it, tickd runs a single node
     /// on 127.0.0.1:9643 with its data in ./data.
-    #[arg(long, requires = "node")]
+    #[arg(long, env = "TICKD_CONFIG")]
     config: Option<PathBuf>,
 
-    /// Which node of the cluster file this process is.
-    #[arg(long, requires = "config")]
+    /// Which node of the cluster file this process is. Without it, the host name's ordinal
+    /// plus one, as a StatefulSet names its pods (tickd-2 runs node 3).
+    #[arg(long, env = "TICKD_NODE", requires = "config")]
     node: Option<u64>,
 
     /// Log filter, in `tracing` syntax (for example `info` or `tickd=debug,openraft=info`).
@@ -82,20 +84,20 @@ fn main() -> ExitCode {
     // fail points, compiled in by a workspace build, never fire.
     let _failpoints = cfg!(debug_assertions).then(fail::FailScenario::setup);
     let config = match (&cli.config, cli.node) {
-        (Some(path), Some(id)) => NodeConfig::from_file(path, id),
-        _ => Ok(NodeConfig::single_node()),
+        (Some(path), id) => node_id(id).and_then(|id| {
+            NodeConfig::from_file(path, id, &Environment::read()).map_err(|error| error.to_string())
+        }),
+        (None, _) => Ok(NodeConfig::single_node()),
     };
-    let result = config
-        .map_err(|error| error.to_string())
-        .and_then(|config| {
-            let runtime = tokio::runtime::Runtime::new()
-                .map_err(|error| format!("cannot start the async runtime: {error}"))?;
-            let result = runtime.block_on(node::run(config));
-            // A node leaving on a fault may have a blocking task stuck on its disk (an fsync
-            // that never returns): exit anyway instead of waiting for it.
-            runtime.shutdown_timeout(SHUTDOWN_GRACE);
-            result.map_err(|error| error.to_string())
-        });
+    let result = config.and_then(|config| {
+        let runtime = tokio::runtime::Runtime::new()
+            .map_err(|error| format!("cannot start the async runtime: {error}"))?;
+        let result = runtime.block_on(node::run(config));
+        // A node leaving on a fault may have a blocking task stuck on its disk (an fsync
+        // that never returns): exit anyway instead of waiting for it.
+        runtime.shutdown_timeout(SHUTDOWN_GRACE);
+        result.map_err(|error| error.to_string())
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -103,6 +105,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The node id given, or else the one the host name's ordinal names ([`ordinal`]).
+fn node_id(given: Option<u64>) -> Result<u64, String> {
+    if let Some(id) = given {
+        return Ok(id);
+    }
+    let host = ordinal::host_name();
+    let id = ordinal::node_of_host(&host)?;
+    tracing::info!(id, host, "node id from the host name's ordinal");
+    Ok(id)
 }
 
 fn init_logging(cli: &Cli) {

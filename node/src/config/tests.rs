@@ -24,10 +24,67 @@ const THREE_NODES: &str = r#"
 "#;
 
 fn load(text: &str, id: NodeId) -> Result<NodeConfig, ConfigError> {
+    load_under(text, id, &Environment::default())
+}
+
+/// [`load`] in an environment that sets `environment`.
+fn load_under(
+    text: &str,
+    id: NodeId,
+    environment: &Environment,
+) -> Result<NodeConfig, ConfigError> {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("cluster.toml");
     std::fs::write(&path, text).expect("write the file");
-    NodeConfig::from_file(&path, id)
+    NodeConfig::from_file(&path, id, environment)
+}
+
+/// A file mounted from a Kubernetes ConfigMap holds no credentials: the Secret sets them in
+/// the environment, where they win over the file and are checked as its keys are.
+#[test]
+fn the_environment_sets_the_credentials_over_the_file() {
+    let bare = THREE_NODES
+        .replace("token = \"ticktok-zY3wpR\"\n", "")
+        .replace("operator_token = \"operator-sample\"\n", "")
+        .replace("secret = \"change-me\"\n", "");
+    let error = load(&bare, 1).expect_err("no secret anywhere").to_string();
+    assert!(error.contains("TICKD_SECRET"), "{error}");
+    let secrets = Environment {
+        secret: Some("s3cret-from-the-env".into()),
+        token: Some("t0ken-from-the-env".into()),
+        operator_token: Some("0perator-from-the-env".into()),
+    };
+    let config = load_under(&bare, 2, &secrets).expect("credentials from the environment");
+    assert_eq!(
+        (
+            config.secret.as_deref(),
+            config.token.as_deref(),
+            config.operator_token.as_deref()
+        ),
+        (
+            Some("s3cret-from-the-env"),
+            Some("t0ken-from-the-env"),
+            Some("0perator-from-the-env")
+        )
+    );
+    // Over a file that sets them too, the environment wins.
+    let config = load_under(THREE_NODES, 1, &secrets).expect("both");
+    assert_eq!(config.secret.as_deref(), Some("s3cret-from-the-env"));
+    // Checked as the keys are: the sample's secret off loopback is refused from there too,
+    // and the operator token may not be the access token.
+    let exposed = bare.replace("127.0.0.1:9745", "10.0.0.3:9745");
+    let sample = Environment {
+        secret: Some("change-me".into()),
+        ..secrets.clone()
+    };
+    let error = load_under(&exposed, 1, &sample).expect_err("the sample secret on a LAN");
+    assert!(error.to_string().contains("change-me"), "{error}");
+    let same = Environment {
+        operator_token: secrets.token.clone(),
+        ..secrets
+    };
+    let error = load_under(&bare, 1, &same).expect_err("one token for both roles");
+    assert!(error.to_string().contains("operator_token"), "{error}");
 }
 
 #[test]
