@@ -195,7 +195,7 @@ pub enum TlsError {
     },
     /// rustls refused the material: a key that does not match the certificate, a CA
     /// certificate it cannot use as a trust anchor.
-    #[error("{what}: {message} (make the files with `tickd certs`, see README \"TLS\")")]
+    #[error("{what}: {message} (make the files with `tickd certs`, see docs/tls.md)")]
     Refused {
         /// What was being built.
         what: &'static str,

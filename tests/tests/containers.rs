@@ -60,7 +60,7 @@ fn must(args: &[&str]) -> String {
     podman(args).unwrap_or_else(|error| panic!("{error}"))
 }
 
-/// `scripts/image` of the binary under test, tagged `tag`: the id it prints last.
+/// `scripts/image` of the binary under test, tagged `tag`: the digest it prints last.
 fn build_image(tag: &str) -> String {
     let output = Command::new(repository().join("scripts/image"))
         .arg("--binary")

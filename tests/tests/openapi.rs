@@ -4,7 +4,7 @@
 //!
 //! The last one is probed from outside: a request to a path no route serves reaches the
 //! router's fallback (404, "there is no resource at …"), a request with the wrong method to a
-//! served path gets a 405. Every path named in the README, ARCHITECTURE.md and the admin
+//! served path gets a 405. Every path named in the README, the manual, ARCHITECTURE.md and the admin
 //! CLI's source is tried with every method; whatever a node serves there must be in the
 //! document. (Inside the API crate, a unit test refuses any route registered without its
 //! description.)
@@ -294,10 +294,22 @@ async fn the_access_token_opens_every_route_but_the_operators() {
     );
 }
 
-/// The API paths named in the README, ARCHITECTURE.md and the admin CLI's source, made
-/// concrete like [`concrete`] does (`<id>` and `{id}` become `x`).
+/// The pages of the manual (docs/) that name API paths.
+const MANUAL_PAGES: [&str; 7] = [
+    "api.md",
+    "delivery.md",
+    "configuration.md",
+    "operating.md",
+    "tls.md",
+    "upgrading.md",
+    "kubernetes.md",
+];
+
+/// The API paths named in the README, the manual, ARCHITECTURE.md and the admin CLI's
+/// source, made concrete like [`concrete`] does (`<id>` and `{id}` become `x`).
 fn named_paths(root: &Path) -> Vec<String> {
     let mut sources = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    sources.extend(MANUAL_PAGES.iter().map(|page| root.join("docs").join(page)));
     let cli = root.join("node/src/cli");
     for entry in std::fs::read_dir(&cli).expect("the CLI's sources are readable") {
         sources.push(entry.expect("a directory entry").path());

@@ -148,6 +148,7 @@ fn check_declarations(deb: &Path) -> String {
         CLUSTER_FILE,
         DEFAULTS_FILE,
         "/usr/share/doc/tickd/README.md",
+        "/usr/share/doc/tickd/docs/configuration.md",
     ] {
         assert!(holds(file), "the package does not hold {file}:\n{contents}");
     }

@@ -2,11 +2,11 @@
 //! chaos workload: registry clients writing through every node and watched clocks ticking
 //! every second, judged by the chaos checkers over the whole history (no acknowledged write
 //! lost, the registry linearizable, no tick lost and every tick's id unchanged, leader and
-//! ticks back after the last step), and held to the README's "keeps serving and firing
+//! ticks back after the last step), and held to docs/upgrading.md's "keeps serving and firing
 //! throughout": bounded silences between acknowledged writes, from the first step to the
 //! last, and between ticks (see [`WRITE_GAP_BOUND`] and [`TICK_GAP_BOUND`]).
 //!
-//! The procedure is the README's: each node in turn is stopped with SIGTERM, started from the
+//! The procedure is docs/upgrading.md's: each node in turn is stopped with SIGTERM, started from the
 //! new binary on the same data directory, and given time to catch up, followers first and the
 //! leader last. Before it, one node goes up to the new build and back down: a rolling
 //! downgrade is possible as long as the cluster level has not risen. After the last node, the
@@ -18,7 +18,7 @@
 //! the `every.1.seconds` clocks tick through it all with the same instants and ids.
 //!
 //! Downgrading further is not possible: a log at the new level holds entries the previous
-//! release cannot decode (README, "Upgrading").
+//! release cannot decode (docs/upgrading.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -105,7 +105,7 @@ async fn replace(cluster: &TestCluster, node: NodeId, binary: &Path, steps: &Mut
 
 /// Writes were acknowledged throughout, never more than [`WRITE_GAP_BOUND`] apart from the
 /// first step's start to the last one's end, and no watched clock went longer than
-/// [`TICK_GAP_BOUND`] without a tick: the README's "keeps serving and firing throughout".
+/// [`TICK_GAP_BOUND`] without a tick: docs/upgrading.md's "keeps serving and firing throughout".
 ///
 /// A step may see no write acknowledged at all: the leader's is over in well under a second
 /// once its successor serves, and an election is about that long. The bound on the gap is what

@@ -1,6 +1,7 @@
 //! The cluster file's schema, resolution and checks, tested on files written here.
 
 use super::*;
+use std::collections::BTreeSet;
 
 const THREE_NODES: &str = r#"
     token = "ticktok-zY3wpR"
@@ -493,5 +494,59 @@ fn names_the_known_nodes_for_an_unknown_id() {
     assert!(
         error.contains("node 7") && error.contains("1, 2, 3"),
         "{error}"
+    );
+}
+
+/// The keys the parser accepts where `text` puts the unknown key `zz_unknown`, as its refusal
+/// lists them ("unknown field `zz_unknown`, expected one of `a`, `b`, …").
+fn keys_accepted(text: &str) -> BTreeSet<String> {
+    let error = toml::from_str::<ClusterFile>(text)
+        .expect_err("an unknown key is refused")
+        .to_string();
+    let (_, expected) = error
+        .split_once("expected one of")
+        .unwrap_or_else(|| panic!("the refusal lists no keys: {error}"));
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The keys the configuration reference lists: the first cell of every table row that is a
+/// key alone (`| \`key\` |`).
+fn keys_documented() -> BTreeSet<String> {
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+    let text = std::fs::read_to_string(&reference).expect("docs/configuration.md");
+    text.lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split_once("` |"))
+        .map(|(key, _)| key)
+        .filter(|key| {
+            key.bytes()
+                .all(|byte| byte.is_ascii_lowercase() || byte == b'_')
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// docs/configuration.md lists every key the parser accepts, top-level and per node, and no
+/// key it refuses.
+#[test]
+fn the_configuration_reference_lists_exactly_the_keys_the_parser_accepts() {
+    let top = keys_accepted(&format!("zz_unknown = 1\n{THREE_NODES}"));
+    let node = keys_accepted(&THREE_NODES.replace("id = 1\n", "id = 1\n    zz_unknown = 1\n"));
+    assert!(
+        top.contains("secret") && node.contains("data_dir"),
+        "{top:?} {node:?}"
+    );
+    let accepted: BTreeSet<String> = top.union(&node).cloned().collect();
+    let documented = keys_documented();
+    let missing: Vec<&String> = accepted.difference(&documented).collect();
+    let unknown: Vec<&String> = documented.difference(&accepted).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/configuration.md misses {missing:?} and lists keys the parser refuses: {unknown:?}"
     );
 }
