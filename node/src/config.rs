@@ -2,23 +2,31 @@
 //! [`NodeConfig`] one process runs with.
 
 use std::collections::{BTreeMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use tickd_api::strangers::StrangerQuota;
-use tickd_domain::leases::{DEFAULT_MAX_DELIVERIES, MAX_MAX_DELIVERIES};
+use tickd_domain::leases::DEFAULT_MAX_DELIVERIES;
 use tickd_raft::cluster_clock::DEFAULT_MAX_CLOCK_OFFSET;
 use tickd_raft::{NodeAddr, NodeId};
 
-use crate::credentials::Role;
 use crate::listener::{self, ListenerLimits};
 use crate::tls::TlsFiles;
 
+mod checks;
+mod limits;
 mod links;
+mod schema;
 pub mod webhook;
 
+use checks::{
+    check_credentials, check_exposure, check_host_port, check_operator_token, check_peer_exposure,
+    max_clock_offset, max_deliveries,
+};
+use limits::{default_limits, listener_limits, stranger_quota};
+pub use schema::Environment;
+use schema::{ClusterFile, NodeEntry, SECRET_VARIABLE};
 pub use webhook::WebhookConfig;
 
 /// Default API address of the embedded single node (SPEC §8).
@@ -42,79 +50,6 @@ pub const DEFAULT_HTTP_QUEUE_LIMIT: u64 = 1_000;
 pub const DEFAULT_DISK_RESERVE_MB: u64 = 128;
 /// Bytes in a MiB.
 const MIB: u64 = 1 << 20;
-
-/// The API token of the sample `cluster.toml` in the repository: public, so refused when any
-/// address of the file is off loopback.
-const SHIPPED_TOKEN: &str = "ticktok-zY3wpR";
-/// The largest `max_clock_offset_ms` accepted: an hour.
-const MAX_CLOCK_OFFSET_MS: u64 = 3_600_000;
-/// The node-to-node secret of the sample `cluster.toml`: public, refused like the token.
-const SHIPPED_SECRET: &str = "change-me";
-/// The operator token of the sample `cluster.toml`: public, refused like the token.
-const SHIPPED_OPERATOR_TOKEN: &str = "operator-sample";
-
-/// `cluster.toml` as written by people and tools.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterFile {
-    token: Option<String>,
-    operator_token: Option<String>,
-    secret: Option<String>,
-    rabbit_uri: Option<String>,
-    rabbit_client_uri: Option<String>,
-    rabbit_ca_file: Option<PathBuf>,
-    api_hosts: Option<Vec<String>>,
-    snapshot_every: Option<u64>,
-    max_clocks: Option<u64>,
-    max_long_polls: Option<usize>,
-    unauthenticated_rate_per_second: Option<u32>,
-    unauthenticated_burst: Option<u32>,
-    forward_deadline_ms: Option<u64>,
-    max_clock_offset_ms: Option<u64>,
-    clock_ttl_ms: Option<u64>,
-    catch_up_ms: Option<u64>,
-    http_queue_limit: Option<u64>,
-    max_deliveries: Option<u32>,
-    metrics_require_token: Option<bool>,
-    header_read_timeout_ms: Option<u64>,
-    request_timeout_ms: Option<u64>,
-    body_timeout_ms: Option<u64>,
-    write_timeout_ms: Option<u64>,
-    api_max_connections: Option<usize>,
-    api_max_connections_per_address: Option<usize>,
-    raft_max_connections: Option<usize>,
-    raft_max_connections_per_address: Option<usize>,
-    raft_reserved_connections: Option<usize>,
-    disk_reserve_mb: Option<u64>,
-    ca_file: Option<PathBuf>,
-    api_require_client_cert: Option<bool>,
-    dashboard_dir: Option<PathBuf>,
-    insecure: Option<bool>,
-    webhook_allow_private: Option<bool>,
-    webhook_retry_for_ms: Option<u64>,
-    webhook_timeout_ms: Option<u64>,
-    webhook_max_concurrency: Option<usize>,
-    webhook_max_concurrency_per_receiver: Option<usize>,
-    webhook_ca_file: Option<PathBuf>,
-    #[serde(default)]
-    node: Vec<NodeEntry>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeEntry {
-    id: NodeId,
-    api: String,
-    raft: String,
-    data_dir: PathBuf,
-    public_url: Option<String>,
-    #[serde(default)]
-    join: bool,
-    #[serde(default)]
-    dial: BTreeMap<String, String>,
-    cert_file: Option<PathBuf>,
-    key_file: Option<PathBuf>,
-}
 
 /// Everything one node needs to run, after defaults and validation.
 #[derive(Debug, Clone)]
@@ -190,44 +125,6 @@ pub struct NodeConfig {
     pub engine: tickd_engine::EngineConfig,
     /// The webhook channel's settings.
     pub webhook: WebhookConfig,
-}
-
-/// What the environment sets over the cluster file: the credentials, which a container
-/// platform keeps in its store of secrets rather than in the file it mounts (a Kubernetes
-/// Secret as environment variables, beside a ConfigMap holding `cluster.toml`). A variable
-/// that is set and not empty wins over the file's key, and is checked as the key would be.
-#[derive(Debug, Default, Clone)]
-pub struct Environment {
-    /// `TICKD_SECRET`, over `secret`.
-    pub secret: Option<String>,
-    /// `ACCESS_TOKEN`, over `token`.
-    pub token: Option<String>,
-    /// `OPERATOR_TOKEN`, over `operator_token`.
-    pub operator_token: Option<String>,
-}
-
-/// The variable that sets the node-to-node secret.
-pub const SECRET_VARIABLE: &str = "TICKD_SECRET";
-
-impl Environment {
-    /// The variables of this process.
-    pub fn read() -> Self {
-        let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-        Self {
-            secret: variable(SECRET_VARIABLE),
-            token: variable(Role::Client.variable()),
-            operator_token: variable(Role::Operator.variable()),
-        }
-    }
-
-    /// `file` with the variables set here in place of its keys.
-    fn over(&self, mut file: ClusterFile) -> ClusterFile {
-        let pick = |set: &Option<String>, key: Option<String>| set.clone().or(key);
-        file.secret = pick(&self.secret, file.secret);
-        file.token = pick(&self.token, file.token);
-        file.operator_token = pick(&self.operator_token, file.operator_token);
-        file
-    }
 }
 
 /// The engine settings when the cluster file does not set them.
@@ -366,265 +263,12 @@ impl NodeConfig {
     }
 }
 
-/// The limits of a listener with the default timeouts.
-fn default_limits(
-    max_connections: usize,
-    max_connections_per_address: usize,
-    reserved_for_members: usize,
-    members: HashSet<IpAddr>,
-) -> ListenerLimits {
-    ListenerLimits {
-        header_read_timeout: listener::DEFAULT_HEADER_READ_TIMEOUT,
-        request_timeout: listener::DEFAULT_REQUEST_TIMEOUT,
-        body_timeout: listener::DEFAULT_BODY_TIMEOUT,
-        write_timeout: listener::DEFAULT_WRITE_TIMEOUT,
-        max_connections,
-        max_connections_per_address,
-        reserved_for_members,
-        members,
-    }
-}
-
-/// The two listeners' limits from the file, checked: every timeout and cap positive, the
-/// reserve below the Raft cap, and a request timeout that cannot cut a long poll.
-fn listener_limits(
-    file: &ClusterFile,
-    members: HashSet<IpAddr>,
-    forward_deadline: Duration,
-) -> Result<(ListenerLimits, ListenerLimits), Problem> {
-    let timeout = |key: &str, value: Option<u64>, default: Duration| match value {
-        Some(0) => Err(Problem::Invalid(format!(
-            "`{key}` is 0; set a positive number of milliseconds or remove it (default {})",
-            default.as_millis()
-        ))),
-        Some(ms) => Ok(Duration::from_millis(ms)),
-        None => Ok(default),
-    };
-    let cap = |key: &str, value: Option<usize>, default: usize| match value {
-        Some(0) => Err(Problem::Invalid(format!(
-            "`{key}` is 0, which would refuse every connection; set a positive number or \
-             remove it (default {default})"
-        ))),
-        Some(value) => Ok(value),
-        None => Ok(default),
-    };
-    let header_read_timeout = timeout(
-        "header_read_timeout_ms",
-        file.header_read_timeout_ms,
-        listener::DEFAULT_HEADER_READ_TIMEOUT,
-    )?;
-    let request_timeout = timeout(
-        "request_timeout_ms",
-        file.request_timeout_ms,
-        listener::DEFAULT_REQUEST_TIMEOUT,
-    )?;
-    let body_timeout = timeout(
-        "body_timeout_ms",
-        file.body_timeout_ms,
-        listener::DEFAULT_BODY_TIMEOUT,
-    )?;
-    let write_timeout = timeout(
-        "write_timeout_ms",
-        file.write_timeout_ms,
-        listener::DEFAULT_WRITE_TIMEOUT,
-    )?;
-    // A long poll holds its request for up to the longest `?wait`, then forwards a pop to the
-    // leader within the forward deadline: a shorter request timeout would cut it.
-    let longest_poll =
-        Duration::from_secs(tickd_api::routes::queues::MAX_WAIT_SECONDS) + forward_deadline;
-    if request_timeout <= longest_poll {
-        return Err(Problem::Invalid(format!(
-            "`request_timeout_ms` = {} would cut long polls: set it above {} ({} s, the longest \
-             `?wait`, plus `forward_deadline_ms`)",
-            request_timeout.as_millis(),
-            longest_poll.as_millis(),
-            tickd_api::routes::queues::MAX_WAIT_SECONDS
-        )));
-    }
-    let raft_max = cap(
-        "raft_max_connections",
-        file.raft_max_connections,
-        listener::DEFAULT_RAFT_MAX_CONNECTIONS,
-    )?;
-    let reserved = file
-        .raft_reserved_connections
-        .unwrap_or(listener::DEFAULT_RAFT_RESERVED_FOR_MEMBERS.min(raft_max / 2));
-    if reserved >= raft_max {
-        return Err(Problem::Invalid(format!(
-            "`raft_reserved_connections` = {reserved} leaves nothing of `raft_max_connections` \
-             = {raft_max} to anyone else; set it below the cap"
-        )));
-    }
-    let api = ListenerLimits {
-        header_read_timeout,
-        request_timeout,
-        body_timeout,
-        write_timeout,
-        max_connections: cap(
-            "api_max_connections",
-            file.api_max_connections,
-            listener::DEFAULT_API_MAX_CONNECTIONS,
-        )?,
-        max_connections_per_address: cap(
-            "api_max_connections_per_address",
-            file.api_max_connections_per_address,
-            listener::DEFAULT_API_MAX_CONNECTIONS_PER_ADDRESS,
-        )?,
-        reserved_for_members: 0,
-        members: HashSet::new(),
-    };
-    let raft = ListenerLimits {
-        max_connections: raft_max,
-        max_connections_per_address: cap(
-            "raft_max_connections_per_address",
-            file.raft_max_connections_per_address,
-            listener::DEFAULT_RAFT_MAX_CONNECTIONS_PER_ADDRESS,
-        )?,
-        reserved_for_members: reserved,
-        members,
-        ..api.clone()
-    };
-    Ok((api, raft))
-}
-
-/// Refuses what would make a cluster's credentials useless: a multi-node file without a token
-/// (each node would generate its own, and a client could use only one node), and the sample
-/// file's public token or secret on a cluster reachable from another machine.
-fn check_credentials(file: &ClusterFile, exposed: Option<&str>) -> Result<(), Problem> {
-    if file.node.len() > 1 && file.token.is_none() {
-        return Err(Problem::Invalid(format!(
-            "it describes {} nodes but sets no `token`: each node would generate a token of \
-             its own and accept only that one. Add `token = \"...\"`, or set ACCESS_TOKEN (one \
-             long random value for the whole cluster, e.g. from `openssl rand -hex 24`)",
-            file.node.len()
-        )));
-    }
-    let Some(exposed) = exposed else {
-        return Ok(());
-    };
-    if file.secret.as_deref() == Some(SHIPPED_SECRET) {
-        return Err(Problem::Invalid(format!(
-            "`secret` is the sample's \"{SHIPPED_SECRET}\", which anyone can read, and {exposed} \
-             is off loopback: set `secret` to a long random value of your own (e.g. from \
-             `openssl rand -hex 32`), the same in every node's file"
-        )));
-    }
-    if file.token.as_deref() == Some(SHIPPED_TOKEN) {
-        return Err(Problem::Invalid(format!(
-            "`token` is the sample's \"{SHIPPED_TOKEN}\", which anyone can read, and {exposed} \
-             is off loopback: set `token` to a long random value of your own (e.g. from \
-             `openssl rand -hex 24`) and give it to your clients"
-        )));
-    }
-    if file.operator_token.as_deref() == Some(SHIPPED_OPERATOR_TOKEN) {
-        return Err(Problem::Invalid(format!(
-            "`operator_token` is the sample's \"{SHIPPED_OPERATOR_TOKEN}\", which anyone can \
-             read, and {exposed} is off loopback: set `operator_token` to a long random value \
-             of your own (e.g. from `openssl rand -hex 24`) and give it only to operators"
-        )));
-    }
-    Ok(())
-}
-
-/// The operator token may change the membership and copy every queue id: it must not be the
-/// access token, which every client holds. A multi-node file may leave it out (a file written
-/// for v0.1.0 has none): the node then refuses the operator's routes, since a token generated
-/// per node would differ from node to node.
-fn check_operator_token(file: &ClusterFile) -> Result<(), Problem> {
-    match &file.operator_token {
-        Some(operator) if operator.is_empty() => Err(Problem::Invalid(
-            "`operator_token` is empty; remove it or set a value".into(),
-        )),
-        Some(operator) if file.token.as_ref() == Some(operator) => Err(Problem::Invalid(
-            "`operator_token` is the same as `token`: every client would be an operator. Set \
-             `operator_token` to a long random value of its own (e.g. from `openssl rand -hex \
-             24`) and give it only to operators"
-                .into(),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Why `address` is not `host:port`, if it is not: the host an IP address (IPv6 in brackets)
-/// or a DNS name, the port a number.
-fn check_host_port(address: &str) -> Result<(), String> {
-    let (host, port) = address
-        .rsplit_once(':')
-        .ok_or("is not a host:port address")?;
-    port.parse::<u16>()
-        .map_err(|_| format!("has no port number after its host ({port:?})"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let plausible_name = !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
-        });
-    if host.parse::<IpAddr>().is_ok() || plausible_name {
-        Ok(())
-    } else {
-        Err("is not a host:port address (the host an IP address or a DNS name)".into())
-    }
-}
-
 /// The socket addresses `host:port` resolves to (a DNS lookup for a name).
 fn lookup(address: &str) -> Result<Vec<SocketAddr>, Problem> {
     address
         .to_socket_addrs()
         .map(Iterator::collect)
         .map_err(|error| Problem::Invalid(format!("cannot resolve {address:?}: {error}")))
-}
-
-/// `max_deliveries`: at least 1 (a tick is handed out once at least) and at most
-/// [`MAX_MAX_DELIVERIES`], which the replicated state enforces too.
-fn max_deliveries(file: &ClusterFile) -> Result<u32, Problem> {
-    match file.max_deliveries {
-        None => Ok(DEFAULT_MAX_DELIVERIES),
-        Some(count @ 1..=MAX_MAX_DELIVERIES) => Ok(count),
-        Some(count) => Err(Problem::Invalid(format!(
-            "`max_deliveries` is {count}; it must be between 1 and {MAX_MAX_DELIVERIES} (the \
-             default is {DEFAULT_MAX_DELIVERIES})"
-        ))),
-    }
-}
-
-/// `max_clock_offset_ms`: at least 1 ms (a bound of 0 would stop every node at the first
-/// measurement error) and at most an hour (beyond that the bound guards nothing).
-fn max_clock_offset(file: &ClusterFile) -> Result<Duration, Problem> {
-    match file.max_clock_offset_ms {
-        None => Ok(DEFAULT_MAX_CLOCK_OFFSET),
-        Some(ms @ 1..=MAX_CLOCK_OFFSET_MS) => Ok(Duration::from_millis(ms)),
-        Some(ms) => Err(Problem::Invalid(format!(
-            "`max_clock_offset_ms` is {ms}; it must be between 1 and {MAX_CLOCK_OFFSET_MS} \
-             (the default is {} ms)",
-            DEFAULT_MAX_CLOCK_OFFSET.as_millis()
-        ))),
-    }
-}
-
-/// `unauthenticated_rate_per_second` and `unauthenticated_burst`: a burst below one request
-/// would refuse every stranger, health checks included, so it is refused unless the rate is 0
-/// (the limit off).
-fn stranger_quota(file: &ClusterFile) -> Result<StrangerQuota, Problem> {
-    let defaults = StrangerQuota::default();
-    let quota = StrangerQuota {
-        rate_per_second: file
-            .unauthenticated_rate_per_second
-            .unwrap_or(defaults.rate_per_second),
-        burst: file.unauthenticated_burst.unwrap_or(defaults.burst),
-    };
-    if quota.rate_per_second > 0 && quota.burst == 0 {
-        return Err(Problem::Invalid(
-            "`unauthenticated_burst` is 0, which would refuse every request without a token \
-             (health checks too); set it to at least 1, or set \
-             `unauthenticated_rate_per_second = 0` to turn the limit off"
-                .into(),
-        ));
-    }
-    Ok(quota)
 }
 
 /// This node's TLS files: all of them when the file names a CA, none otherwise. Paths are
@@ -656,59 +300,7 @@ fn tls_files(file: &ClusterFile, me: &NodeEntry, base: &Path) -> Result<Option<T
     }
 }
 
-/// Refuses plain HTTP on an address off loopback unless the file says `insecure = true`:
-/// tokens, the cluster secret and every clock would cross the network in clear.
-fn check_exposure<'a>(
-    file: &ClusterFile,
-    id: NodeId,
-    tls: &Option<TlsFiles>,
-    listeners: impl IntoIterator<Item = (&'a String, SocketAddr)>,
-) -> Result<(), Problem> {
-    if tls.is_some() || file.insecure == Some(true) {
-        return Ok(());
-    }
-    match listeners
-        .into_iter()
-        .find(|(_, bound)| !bound.ip().is_loopback())
-    {
-        Some((address, bound)) => Err(Problem::Invalid(format!(
-            "node {id} would serve plain HTTP on {address} ({bound}), off loopback: tokens, \
-             the cluster secret and every clock would cross the network in clear. Turn TLS on \
-             (`ca_file`, and `cert_file`/`key_file` per node; `tickd certs` makes them), or \
-             set `insecure = true` if the network is private and trusted"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Refuses to send the cluster secret in clear to a peer off loopback: over plain HTTP every
-/// node-to-node call carries it, so each peer's Raft address (or the `dial` address that
-/// replaces it) must be on loopback unless TLS is on or the file says `insecure = true`. A
-/// name that does not resolve here, or resolves to any address off loopback, counts as off.
-fn check_peer_exposure<'a>(
-    file: &ClusterFile,
-    id: NodeId,
-    tls: &Option<TlsFiles>,
-    peers: impl IntoIterator<Item = (NodeId, &'a String)>,
-) -> Result<(), Problem> {
-    if tls.is_some() || file.insecure == Some(true) {
-        return Ok(());
-    }
-    let off_loopback = |address: &String| {
-        let resolved = lookup(address).unwrap_or_default();
-        resolved.is_empty() || resolved.iter().any(|ip| !ip.ip().is_loopback())
-    };
-    match peers.into_iter().find(|(_, address)| off_loopback(address)) {
-        Some((peer, address)) => Err(Problem::Invalid(format!(
-            "node {id} would send the cluster secret in clear to node {peer} at {address}, \
-             which is (or may be) off loopback: every node-to-node call over plain HTTP carries \
-             it. Turn TLS on (`ca_file`, and `cert_file`/`key_file` per node; `tickd certs` \
-             makes them), or set `insecure = true` if the network is private and trusted"
-        ))),
-        None => Ok(()),
-    }
-}
-
+/// Why a file cannot be run: what the error message says, or an id the file does not list.
 enum Problem {
     Invalid(String),
     UnknownNode(String),

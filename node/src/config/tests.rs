@@ -2,6 +2,7 @@
 
 use super::*;
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 
 const THREE_NODES: &str = r#"
     token = "ticktok-zY3wpR"
