@@ -552,8 +552,17 @@ impl TickLedger {
         }
     }
 
-    /// Forgets the acked receipts of `queue_id` whose deadline has passed at `now_ms`.
+    /// Forgets the acked receipts of `queue_id` whose deadline has passed at `now_ms`. Looks
+    /// before it writes: every pop and lease passes here, and a write to the shared map copies
+    /// the path to the entry even when nothing is forgotten.
     fn forget_acked(&mut self, queue_id: &QueueId, now_ms: u64) {
+        let expired = self
+            .acked_receipts
+            .get(queue_id)
+            .is_some_and(|acked| acked.values().any(|until_ms| *until_ms <= now_ms));
+        if !expired {
+            return;
+        }
         if let Some(acked) = self.acked_receipts.get_mut(queue_id) {
             acked.retain(|_, until_ms| *until_ms > now_ms);
             if acked.is_empty() {
