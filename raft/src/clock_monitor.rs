@@ -12,14 +12,14 @@
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
-use openraft::{RaftMetrics, ServerState};
+use openraft::{RaftMetrics, RaftTypeConfig, ServerState};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::cluster_clock::{
     ClusterClock, MEASURE_EVERY, PROBE_TIMEOUT, PeerOffset, Round, Verdict,
 };
-use crate::{NodeAddr, NodeId, Raft, Replica, telemetry, wall_clock};
+use crate::{NodeAddr, NodeId, Replica, telemetry};
 
 /// Runs until `stop` turns true.
 pub async fn run(replica: Replica, mut stop: watch::Receiver<bool>) {
@@ -79,7 +79,8 @@ enum Reading {
 
 /// One round: every peer asked for its status at once, each answer timed.
 async fn measure(replica: &Replica, voters: usize, peers: Vec<(NodeId, NodeAddr)>) -> Round {
-    let began = (wall_clock::now_ms(), Instant::now());
+    let clock = replica.clock();
+    let began = (clock.wall_ms(), Instant::now());
     let probes = peers.into_iter().map(|(id, node)| async move {
         let sent = Instant::now();
         let status = replica.peer_status(id, &node, PROBE_TIMEOUT).await.ok()?;
@@ -111,7 +112,7 @@ async fn measure(replica: &Replica, voters: usize, peers: Vec<(NodeId, NodeAddr)
         unclocked,
         voters,
         began,
-        ended: (wall_clock::now_ms(), Instant::now()),
+        ended: (clock.wall_ms(), Instant::now()),
     }
 }
 
@@ -141,8 +142,13 @@ pub(crate) fn may_campaign(verdict: &Verdict) -> bool {
 }
 
 /// Switches elections and, while leading, heartbeats off for a clock beyond the bound, and
-/// back on once it is within; says so when the verdict changes.
-fn act(raft: &Raft, clock: &ClusterClock, verdict: &Verdict, last: &Verdict) {
+/// back on once it is within; says so when the verdict changes. Generic over the type
+/// configuration so that the deterministic simulation (`sim/`), whose openraft keeps its
+/// snapshots in memory, acts on its verdicts the same way.
+pub fn act<C>(raft: &openraft::Raft<C>, clock: &ClusterClock, verdict: &Verdict, last: &Verdict)
+where
+    C: RaftTypeConfig<NodeId = NodeId, Node = NodeAddr>,
+{
     let leading = raft.metrics().borrow().state == ServerState::Leader;
     let Switches { elect, heartbeat } = switches(verdict, leading);
     raft.runtime_config().elect(elect);

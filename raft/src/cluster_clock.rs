@@ -31,7 +31,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::{NodeId, Raft, wall_clock};
+use crate::wall_clock::WallClock;
+use crate::{NodeAddr, NodeId};
+use openraft::RaftTypeConfig;
 
 /// Default of `max_clock_offset_ms`.
 pub const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_millis(250);
@@ -175,6 +177,7 @@ struct Readings {
 #[derive(Debug, Clone)]
 pub struct ClusterClock {
     bound: Duration,
+    wall: WallClock,
     readings: Arc<RwLock<Readings>>,
 }
 
@@ -197,10 +200,17 @@ pub struct Round {
 }
 
 impl ClusterClock {
-    /// A clock that tolerates `bound` between this node and the majority.
+    /// A clock that tolerates `bound` between this node and the majority, on the host's wall
+    /// clock.
     pub fn new(bound: Duration) -> Self {
+        Self::with_wall_clock(bound, WallClock::host())
+    }
+
+    /// [`Self::new`] on the wall clock `wall`.
+    pub fn with_wall_clock(bound: Duration, wall: WallClock) -> Self {
         Self {
             bound,
+            wall,
             readings: Arc::new(RwLock::new(Readings {
                 offsets: BTreeMap::new(),
                 verdict: Verdict::Unmeasured,
@@ -212,6 +222,11 @@ impl ClusterClock {
     /// The tolerated offset (`max_clock_offset_ms`).
     pub fn bound(&self) -> Duration {
         self.bound
+    }
+
+    /// This node's own wall clock, uncorrected: what a round of measurements is taken against.
+    pub fn wall_ms(&self) -> u64 {
+        self.wall.now_ms()
     }
 
     /// Takes in a round of measurements. Returns `false` (and changes nothing) when the wall
@@ -244,26 +259,26 @@ impl ClusterClock {
     /// until a round has measured the majority.
     pub fn now_ms(&self) -> u64 {
         self.majority_now()
-            .map_or_else(wall_clock::now_ms, |(now, _)| now)
+            .map_or_else(|| self.wall.now_ms(), |(now, _)| now)
     }
 
     /// The earliest the majority's time may be now: what a tick's instant is compared with
     /// before it is handed to a poller.
     pub fn earliest_now_ms(&self) -> u64 {
-        self.majority_now()
-            .map_or_else(wall_clock::now_ms, |(now, uncertainty)| {
-                now.saturating_sub(uncertainty)
-            })
+        self.majority_now().map_or_else(
+            || self.wall.now_ms(),
+            |(now, uncertainty)| now.saturating_sub(uncertainty),
+        )
     }
 
     /// The latest the majority's time may be now: where a lease's deadline is counted from,
     /// so that judged by [`Self::earliest_now_ms`] anywhere it lasts at least its visibility
     /// time by the majority's clock.
     pub fn latest_now_ms(&self) -> u64 {
-        self.majority_now()
-            .map_or_else(wall_clock::now_ms, |(now, uncertainty)| {
-                now.saturating_add(uncertainty)
-            })
+        self.majority_now().map_or_else(
+            || self.wall.now_ms(),
+            |(now, uncertainty)| now.saturating_add(uncertainty),
+        )
     }
 
     /// [`Self::earliest_now_ms`] for the leader's duties: what intents are stamped with and
@@ -279,7 +294,10 @@ impl ClusterClock {
     /// Why this node refuses client writes: it leads with a clock beyond the bound and is
     /// handing over (see `crate::clock_monitor`). `None` when it does not lead or its clock
     /// is within the bound.
-    pub fn stepping_down(&self, raft: &Raft) -> Option<String> {
+    pub fn stepping_down<C>(&self, raft: &openraft::Raft<C>) -> Option<String>
+    where
+        C: RaftTypeConfig<NodeId = NodeId, Node = NodeAddr>,
+    {
         let leading = raft.metrics().borrow().state == openraft::ServerState::Leader;
         match self.verdict() {
             Verdict::Beyond {
@@ -306,7 +324,7 @@ impl ClusterClock {
 
     /// A single-voter cluster: its own clock is the majority's.
     pub fn alone(&self, at: Instant) {
-        let now = wall_clock::now_ms();
+        let now = self.wall.now_ms();
         self.record(Round {
             offsets: BTreeMap::new(),
             unclocked: 0,

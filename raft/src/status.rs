@@ -10,7 +10,6 @@ use crate::NodeId;
 use crate::cluster_clock::{ClusterClock, Verdict};
 use crate::unsupported::BINARY_VERSION;
 use crate::view::ClusterView;
-use crate::wall_clock;
 
 /// One node's own view, served on its internal status route and gathered by any node that
 /// answers `GET /api/v1/cluster` or that is deciding whether to initialise the cluster.
@@ -88,7 +87,7 @@ impl NodeStatus {
     /// The status with this node's wall clock reading and its clock's verdict.
     pub fn with_clock(self, clock: &ClusterClock) -> Self {
         Self {
-            wall_ms: Some(wall_clock::now_ms()),
+            wall_ms: Some(clock.wall_ms()),
             clock: Some(clock.verdict()),
             ..self
         }
