@@ -245,7 +245,12 @@ impl ClusterClock {
         readings.offsets = round.offsets;
         readings.verdict = conclusion.verdict;
         if let Some(correction) = conclusion.correction {
-            let majority = i128::from(round.ended.0) + i128::from(correction.offset_ms);
+            // The offsets were measured against the wall clock as it read when the round
+            // began, advanced by the monotonic clock: the majority's time is that same reading
+            // at the round's end plus the median. The wall clock's own reading at the end
+            // would carry whatever it moved beyond the monotonic clock during the round (a
+            // step under the tolerance, a fast drift), and ticks would go out that much early.
+            let majority = i128::from(round.began.0) + monotonic + i128::from(correction.offset_ms);
             readings.anchor = Some(Anchor {
                 at: round.ended.1,
                 majority_ms: u64::try_from(majority.max(0)).unwrap_or(u64::MAX),
@@ -520,6 +525,25 @@ mod tests {
         assert!(clock.record(round(agreeing, (200_000, now), (200_000, now))));
         // The median is this node's own clock (offset 0, no error).
         assert_eq!(clock.firing_now_ms(), Ok(200_000));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wall_clock_that_moves_within_the_tolerance_during_a_round_moves_no_tick_early() {
+        // Found by the deterministic simulation (a leader's clock drifting fast): the offsets
+        // are measured against the wall clock as it read at the round's start; anchored on
+        // its reading at the end, the majority's time carried the 40 ms it ran ahead during
+        // the round, and ticks went out up to that much early.
+        let clock = ClusterClock::new(Duration::from_millis(250));
+        let start = Instant::now();
+        let level = offsets(&[(2, 0), (3, 0)]);
+        let ended = start + Duration::from_millis(10);
+        assert!(clock.record(round(level, (1_000_000, start), (1_000_050, ended))));
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert_eq!(
+            clock.now_ms(),
+            1_000_010,
+            "the majority read 1 000 000 at the start, and 10 ms passed"
+        );
     }
 
     #[tokio::test(start_paused = true)]
