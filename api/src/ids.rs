@@ -35,9 +35,9 @@ pub fn lease_token() -> String {
     random_hex()
 }
 
-/// A fresh id for one manual tick: a retry of it carries the same id, so the ledger files it
-/// once (see `tickd_domain::Command::Tick`).
-pub fn tick_request() -> String {
+/// A fresh id for one manual tick, pause or resume: a retry of it carries the same id, so the
+/// ledger applies it once (see `tickd_domain::Command::Tick` and `Command::Pause`).
+pub fn request() -> String {
     random_hex()
 }
 

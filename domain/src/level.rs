@@ -38,8 +38,9 @@ impl Level {
     /// database this binary carries ([`crate::zone_database_version`]): older binaries cannot
     /// parse them, so a registration of one waits for every voter. Webhook clocks
     /// ([`crate::Channel::Webhook`]), which older binaries cannot decode. Leases of http-queue
-    /// ticks ([`Command::Lease`], [`Command::Ack`]). Manual ticks that a retry does not file
-    /// twice (`Command::Tick`'s `request`).
+    /// ticks ([`Command::Lease`], [`Command::Ack`]). Manual ticks, pauses and resumes that a
+    /// retry does not apply twice (their `request`), and registrations whose retry answers as
+    /// the first attempt did.
     pub const V0_3: Level = Level(3);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
@@ -73,9 +74,10 @@ impl Level {
         self >= Level::V0_3
     }
 
-    /// Whether apply files a manual tick once however often it is retried
-    /// (`crate::manual_retries`): every replica keeps the request ids.
-    pub fn replays_manual_ticks(self) -> bool {
+    /// Whether apply takes a manual tick, a pause or a resume once however often it is retried
+    /// (`crate::retries`): every replica keeps the request ids. Also whether a retried
+    /// registration (the same proposed id) answers as the one that created its clock.
+    pub fn replays_requests(self) -> bool {
         self >= Level::V0_3
     }
 
@@ -228,10 +230,12 @@ mod tests {
             Command::Pause {
                 id: id.clone(),
                 now_ms: 0,
+                request: None,
             },
             Command::Resume {
                 id: id.clone(),
                 now_ms: 0,
+                request: None,
             },
             Command::Tick {
                 id,

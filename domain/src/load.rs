@@ -208,6 +208,7 @@ mod tests {
                 registry.apply(Command::Pause {
                     id: clock.id,
                     now_ms: 2_000,
+                    request: None,
                 });
             }
         }

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, ClockId, QueueId};
 use crate::leases::{AckedReceipts, QueueLeases};
 use crate::level::Level;
-use crate::manual_retries::ManualRequests;
+use crate::retries::RecentRequests;
 use crate::schedule::Schedule;
 use crate::shared_map::{self, SharedMap};
 use crate::stats::{Delivery, DeliverySeries, StatsSlot};
@@ -445,11 +445,11 @@ pub struct TickLedger {
     /// serialized form while empty, as releases without overlap control wrote it.
     #[serde(skip_serializing_if = "SharedMap::is_empty")]
     pub(crate) overlap_carry: SharedMap<ClockId, u32>,
-    /// Per clock, the request ids of its latest manual ticks, so that a retried manual tick
-    /// files nothing (`crate::manual_retries`). Absent from the serialized form while empty,
-    /// as releases before it wrote it.
+    /// Per clock, the request ids of its latest manual ticks, pauses and resumes, so that a
+    /// retried one changes nothing (`crate::retries`); named when only manual ticks carried
+    /// one. Absent from the serialized form while empty, as releases before it wrote it.
     #[serde(skip_serializing_if = "SharedMap::is_empty")]
-    pub(crate) manual_requests: SharedMap<ClockId, ManualRequests>,
+    pub(crate) manual_requests: SharedMap<ClockId, RecentRequests>,
     /// Per http queue, the last pop's request id and what it returned, so that a retried pop
     /// gets the same ticks back (see `Command::Pop`). It replaces the whole-tick `last_pops` of
     /// earlier versions, which a snapshot may still hold and which is ignored on load (a

@@ -167,8 +167,8 @@ fn plain_command() -> impl Strategy<Value = Command> {
                     }
                 }
             ),
-        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Pause { id, now_ms }),
-        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Resume { id, now_ms }),
+        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Pause { id, now_ms, request: None }),
+        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Resume { id, now_ms, request: None }),
         6 => (clock_id(), instant()).prop_map(|(id, now_ms)| Command::Tick { id, now_ms, request: None }),
         2 => intent().prop_map(Command::Intend),
         1 => (

@@ -155,6 +155,7 @@ mod tests {
             Command::Pause {
                 id: ClockId::new("c1".into()),
                 now_ms: 0,
+                request: None,
             },
         )
     }

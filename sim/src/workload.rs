@@ -80,6 +80,12 @@ fn find_name(registry: &Registry, name: &str) -> Found {
 }
 
 impl Client {
+    /// A request id, as the API draws one for a manual tick, pause or resume: its retries
+    /// carry it, and the ledger applies it once.
+    fn draw_request(&mut self) -> String {
+        format!("{:016x}{:016x}", self.rng.next_u64(), self.rng.next_u64())
+    }
+
     fn pick_known(&mut self) -> Option<ClockId> {
         let known = lock(&self.shared.known);
         (!known.is_empty()).then(|| self.rng.pick(&known).clone())
@@ -130,7 +136,7 @@ impl Client {
         let command = Command::Tick {
             id,
             now_ms: self.world.wall_ms(node),
-            request: Some(format!("{:016x}", self.rng.next_u64())),
+            request: Some(self.draw_request()),
         };
         if let Ok(Outcome::Filed(_)) = client::write(&self.world, node, command).await {
             let mut ticks = lock(&self.shared.manual_ticks);
@@ -160,10 +166,10 @@ impl Client {
                     )
                 }
                 (40..60, Some(id)) => {
-                    let now_ms = self.world.wall_ms(node);
                     let command = Command::Pause {
                         id: id.clone(),
-                        now_ms,
+                        now_ms: self.world.wall_ms(node),
+                        request: Some(self.draw_request()),
                     };
                     (
                         Op::Pause { id: id.to_string() },
@@ -171,10 +177,10 @@ impl Client {
                     )
                 }
                 (60..80, Some(id)) => {
-                    let now_ms = self.world.wall_ms(node);
                     let command = Command::Resume {
                         id: id.clone(),
-                        now_ms,
+                        now_ms: self.world.wall_ms(node),
+                        request: Some(self.draw_request()),
                     };
                     (
                         Op::Resume { id: id.to_string() },

@@ -437,26 +437,30 @@ pub async fn act(
             Excerpt::of(&action)
         ))
     })?;
+    // A retry of the write carries the same request id, which the ledger applies once, from
+    // the cluster level on which every replica does (`tickd_domain::Command::Pause`).
+    let request = app
+        .replica
+        .state()
+        .read()
+        .cluster_level
+        .replays_requests()
+        .then(ids::request);
     let command = match parsed {
         Action::Pause => Command::Pause {
             id: clock_id,
             now_ms,
+            request,
         },
         Action::Resume => Command::Resume {
             id: clock_id,
             now_ms,
+            request,
         },
         Action::Tick => Command::Tick {
             id: clock_id,
             now_ms,
-            // Once every replica applies it: see `tickd_domain::Command::Tick`.
-            request: app
-                .replica
-                .state()
-                .read()
-                .cluster_level
-                .replays_manual_ticks()
-                .then(ids::tick_request),
+            request,
         },
     };
     let resumed = parsed == Action::Resume;

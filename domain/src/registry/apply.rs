@@ -13,9 +13,9 @@ use crate::clock::{Channel, Clock, ClockId, ClockStatus, QueueId, validate_name}
 use crate::clocks_stamp::ClocksStamp;
 use crate::leases::{LeaseTerms, Leasing, MAX_ACK_RECEIPTS, MAX_OPEN_LEASES, Receipt};
 use crate::level::{Level, Levels};
-use crate::manual_retries::MAX_TICK_REQUEST_BYTES;
 use crate::overlap::{Overlap, SettledHead};
 use crate::restore_document::RestoreDocument;
+use crate::retries::MAX_REQUEST_BYTES;
 use crate::schedule::Schedule;
 use crate::ticks::{
     Cursor, Destination, Filed, Intent, MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, Tick, TickId,
@@ -45,8 +45,16 @@ impl Registry {
             } => self.register(
                 level, name, schedule, id, channel, max_clocks, now_ms, overlap,
             ),
-            Command::Pause { id, now_ms } => self.pause(&id, now_ms),
-            Command::Resume { id, now_ms } => self.resume(level, &id, now_ms),
+            Command::Pause {
+                id,
+                now_ms,
+                request,
+            } => self.pause(level, &id, now_ms, request),
+            Command::Resume {
+                id,
+                now_ms,
+                request,
+            } => self.resume(level, &id, now_ms, request),
             Command::Tick {
                 id,
                 now_ms,
@@ -487,10 +495,12 @@ impl Registry {
         if let Some(clock) = self.find(&name, &schedule) {
             let clock = clock.clone();
             self.note_activity(&clock.id, now_ms);
-            return Outcome::Registered {
-                clock,
-                created: false,
-            };
+            // A retry of the registration that created the clock carries the id the proposing
+            // node drew for it: it answers as that one did, so that a client whose first
+            // answer was lost learns that it created the clock, not that another had (found
+            // by the deterministic simulation: no order of single registrations explains it).
+            let created = level.replays_requests() && clock.id == id;
+            return Outcome::Registered { clock, created };
         }
         if u64::try_from(self.clocks.len()).unwrap_or(u64::MAX) >= max_clocks {
             return Outcome::LimitReached { max_clocks };
@@ -597,7 +607,57 @@ impl Registry {
         });
     }
 
-    fn pause(&mut self, id: &ClockId, now_ms: u64) -> Outcome {
+    /// What apply makes of the request id a manual tick, pause or resume of `clock` carries:
+    /// ignored below level 3 (releases before it ignore the field), refused when longer than
+    /// [`MAX_REQUEST_BYTES`], and recognised when the clock's latest requests carried it.
+    fn request_of(
+        &self,
+        level: Level,
+        clock: &ClockId,
+        request: Option<String>,
+        what: &str,
+    ) -> Result<Request, Outcome> {
+        match request.filter(|_| level.replays_requests()) {
+            None => Ok(Request::Unnamed),
+            Some(request) if request.len() > MAX_REQUEST_BYTES => Err(Outcome::Rejected {
+                reason: format!("{what}'s request id is at most {MAX_REQUEST_BYTES} bytes"),
+            }),
+            Some(request) if self.ledger.is_retried(clock, &request) => Ok(Request::Retried),
+            Some(request) => Ok(Request::Fresh(request)),
+        }
+    }
+
+    /// Remembers a request that took effect on `clock`.
+    fn remember(&mut self, clock: &ClockId, request: Request) {
+        if let Request::Fresh(request) = request {
+            self.ledger.remember_request(clock, request);
+        }
+    }
+
+    /// The answer to a pause or resume applied again: the clock with the status the first
+    /// application set, which is what that one answered. Nothing changes.
+    fn answered_again(&self, id: &ClockId, status: ClockStatus) -> Outcome {
+        self.clocks
+            .get(id)
+            .cloned()
+            .map_or(Outcome::NotFound, |mut clock| {
+                clock.status = status;
+                Outcome::Updated(clock)
+            })
+    }
+
+    fn pause(
+        &mut self,
+        level: Level,
+        id: &ClockId,
+        now_ms: u64,
+        request: Option<String>,
+    ) -> Outcome {
+        let request = match self.request_of(level, id, request, "a pause") {
+            Ok(Request::Retried) => return self.answered_again(id, ClockStatus::Paused),
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
         let previous = self.due_key(id);
         let paused = self
             .clocks
@@ -614,10 +674,22 @@ impl Registry {
             Channel::Rabbit | Channel::Webhook(_) => None,
         };
         self.ledger.withdraw_scheduled(id, queue, now_ms);
+        self.remember(id, request);
         Outcome::Updated(clock)
     }
 
-    fn resume(&mut self, level: Level, id: &ClockId, now_ms: u64) -> Outcome {
+    fn resume(
+        &mut self,
+        level: Level,
+        id: &ClockId,
+        now_ms: u64,
+        request: Option<String>,
+    ) -> Outcome {
+        let request = match self.request_of(level, id, request, "a resume") {
+            Ok(Request::Retried) => return self.answered_again(id, ClockStatus::Active),
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
         // A resumed clock starts afresh after `now_ms` and keeps its statistics.
         let resumed = self.clocks.modify(id, |record| {
             let was_paused = *record.status == ClockStatus::Paused;
@@ -638,6 +710,7 @@ impl Registry {
         if was_paused {
             self.start_ticking(level, &clock, now_ms);
         }
+        self.remember(id, request);
         Outcome::Updated(clock)
     }
 
@@ -651,20 +724,11 @@ impl Registry {
         let Some(clock) = self.clocks.get(id).cloned() else {
             return Outcome::NotFound;
         };
-        // Releases before level 3 ignore the request, and so does this one below it.
-        let request = request.filter(|_| level.replays_manual_ticks());
-        if let Some(request) = &request {
-            if request.len() > MAX_TICK_REQUEST_BYTES {
-                return Outcome::Rejected {
-                    reason: format!(
-                        "a manual tick's request id is at most {MAX_TICK_REQUEST_BYTES} bytes"
-                    ),
-                };
-            }
-            if self.ledger.is_retried_tick(&clock.id, request) {
-                return Outcome::Updated(clock);
-            }
-        }
+        let request = match self.request_of(level, &clock.id, request, "a manual tick") {
+            Ok(Request::Retried) => return Outcome::Updated(clock),
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
         let bounded = level.bounds_commands();
         if bounded && self.ledger.manual_sequence >= MAX_MANUAL_SEQUENCE {
             return Outcome::Rejected {
@@ -708,9 +772,7 @@ impl Registry {
         // oldest tick, so a burst of manual ticks on a paused clock cannot grow it unbounded.
         let dropped = self.ledger.file(level, tick, destination(&clock), limit);
         self.note_dropped(level, &clock.id, dropped, now_ms);
-        if let Some(request) = request {
-            self.ledger.remember_tick(&clock.id, request);
-        }
+        self.remember(&clock.id, request);
         Outcome::Updated(clock)
     }
 
@@ -825,6 +887,16 @@ impl Registry {
 /// Files the ticks of one active clock that fall due in `intent`'s window, and says what it
 /// filed: the ticks, those late, those coalesced into a later one, and those its full http
 /// queue dropped.
+/// A request id as apply takes it ([`Registry::request_of`]).
+enum Request {
+    /// No id (none sent, or the cluster below level 3): the command takes effect.
+    Unnamed,
+    /// An id not seen on the clock: the command takes effect and the id is remembered.
+    Fresh(String),
+    /// An id the clock's latest requests carried: the command was applied, and changes nothing.
+    Retried,
+}
+
 fn file_due_ticks(
     level: Level,
     clock: &Clock,

@@ -54,23 +54,36 @@ pub enum Command {
         overlap: Overlap,
     },
     /// Stop the clock's scheduled ticks: none due after `now_ms` is delivered.
+    ///
+    /// `request` makes a retry harmless: a pause whose `request` the clock's latest requests
+    /// carried changes nothing, so that a retry committed after another client's resume does
+    /// not undo it (`crate::retries`).
     Pause {
         /// The clock to pause.
         id: ClockId,
         /// The proposer's clock.
         now_ms: u64,
+        /// A random id of this request, drawn by the proposing node; written only from cluster
+        /// level 3, which applies it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<String>,
     },
     /// Restart the clock's scheduled ticks at the first instant after `now_ms`.
+    ///
+    /// `request` makes a retry harmless, as [`Command::Pause`]'s does.
     Resume {
         /// The clock to resume.
         id: ClockId,
         /// The proposer's clock.
         now_ms: u64,
+        /// A random id of this request, as [`Command::Pause`]'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<String>,
     },
     /// Deliver one manual tick to the clock now, whatever its status or schedule.
     ///
     /// `request` makes a retry harmless: applying a tick whose `request` the clock's latest
-    /// manual ticks carried files nothing (`crate::manual_retries`).
+    /// manual ticks carried files nothing (`crate::retries`).
     Tick {
         /// The clock to tick.
         id: ClockId,

@@ -731,6 +731,7 @@ fn idle_http_clocks_are_purged_after_the_ttl_and_paused_or_rabbit_ones_are_kept(
     registry.apply(Command::Pause {
         id: paused,
         now_ms: now.wall_ms,
+        request: None,
     });
     http_clock(&mut registry, "recent", now.after(Duration::from_secs(1)));
     rabbit_clock(&mut registry, "rabbit", now);

@@ -13,10 +13,12 @@ fn a_batch_applies_its_commands_in_order_as_if_each_were_alone() {
         Command::Pause {
             id: id("c1"),
             now_ms: 7,
+            request: None,
         },
         Command::Pause {
             id: id("unknown"),
             now_ms: 7,
+            request: None,
         },
         register("billing", "every.1.minute", "c3", 1),
     ];
@@ -55,10 +57,12 @@ fn the_same_commands_give_the_same_registry_and_outcomes() {
         Command::Pause {
             id: id("c1"),
             now_ms: 0,
+            request: None,
         },
         Command::Resume {
             id: id("c9"),
             now_ms: 0,
+            request: None,
         },
         register("c", "every.1.day", "c4", 3),
         register("d", "every.1.day", "c5", 3),
@@ -95,6 +99,7 @@ fn command_kinds_name_each_command_for_spans_and_metrics() {
             Command::Pause {
                 id: clock.clone(),
                 now_ms: 0,
+                request: None,
             },
             "pause",
         ),
@@ -102,6 +107,7 @@ fn command_kinds_name_each_command_for_spans_and_metrics() {
             Command::Resume {
                 id: clock.clone(),
                 now_ms: 0,
+                request: None,
             },
             "resume",
         ),

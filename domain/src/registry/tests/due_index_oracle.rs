@@ -75,8 +75,8 @@ fn step() -> impl Strategy<Value = Step> {
         });
     prop_oneof![
         3 => register,
-        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Pause { id, now_ms })),
-        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Resume { id, now_ms })),
+        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Pause { id, now_ms, request: None })),
+        1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Resume { id, now_ms, request: None })),
         1 => (clock_id(), instant()).prop_map(|(id, now_ms)| apply(Command::Tick { id, now_ms, request: None })),
         1 => (0..4u8, instant()).prop_map(|(n, now_ms)| apply(Command::Pop {
             queue: queue_for(&format!("c{n}")),

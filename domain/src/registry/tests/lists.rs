@@ -25,6 +25,7 @@ fn list_applies_the_filter_in_id_order() -> Result<(), Box<dyn std::error::Error
     registry.apply(Command::Pause {
         id: id("c1"),
         now_ms: 0,
+        request: None,
     });
 
     /// Query pairs, and the ids they should list.
@@ -100,6 +101,7 @@ fn a_selection_keeps_the_clocks_it_was_taken_with() {
     registry.apply(Command::Pause {
         id: id("c1"),
         now_ms: 0,
+        request: None,
     });
     let ids = |selection: &Selection| -> Vec<String> {
         selection
@@ -128,6 +130,7 @@ fn a_list_by_name_answers_what_a_pass_over_every_clock_answers() {
     registry.apply(Command::Pause {
         id: id("c5"),
         now_ms: 0,
+        request: None,
     });
     let scan = |filter: &ClockFilter, after: Option<&ClockId>| -> Vec<String> {
         registry

@@ -133,6 +133,7 @@ fn backed_up() -> Registry {
     source.apply(Command::Pause {
         id: id("hc"),
         now_ms: 100,
+        request: None,
     });
     source.apply(rabbit("a", "every.1.seconds", "ra", 0));
     source.apply(intent(3_000, 2_500));
@@ -188,10 +189,12 @@ fn outage_then_deliveries(level: Level) -> (Registry, Clock) {
         Command::Pause {
             id: id("hc"),
             now_ms: 166_000,
+            request: None,
         },
         Command::Resume {
             id: id("hc"),
             now_ms: 167_000,
+            request: None,
         },
     ] {
         registry.apply_at(level, command);

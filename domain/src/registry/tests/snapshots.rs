@@ -11,6 +11,7 @@ fn a_snapshot_round_trip_rebuilds_the_index() -> Result<(), serde_json::Error> {
     registry.apply(Command::Pause {
         id: id("c1"),
         now_ms: 0,
+        request: None,
     });
 
     let snapshot = serde_json::to_value(&registry)?;
@@ -120,11 +121,13 @@ fn the_clocks_stamp_moves_when_a_clock_is_added_paused_resumed_or_purged_and_onl
     registry.apply(Command::Pause {
         id: id("c1"),
         now_ms: 7_000,
+        request: None,
     });
     moved(&registry, "a pause", true);
     registry.apply(Command::Resume {
         id: id("c1"),
         now_ms: 8_000,
+        request: None,
     });
     moved(&registry, "a resume", true);
     let copy = registry.clone();
@@ -150,6 +153,7 @@ fn an_image_keeps_the_state_it_was_taken_at_while_the_registry_goes_on() {
     registry.apply(Command::Resume {
         id: id("hc"),
         now_ms: 2_600,
+        request: None,
     });
     registry.apply(intent(4_000, 3_500));
     let then = serde_json::to_value(&registry).unwrap_or_default();
@@ -171,6 +175,7 @@ fn an_image_keeps_the_state_it_was_taken_at_while_the_registry_goes_on() {
     registry.apply(Command::Pause {
         id: id("ra"),
         now_ms: 9_100,
+        request: None,
     });
     registry.apply(Command::Purge {
         clocks: vec![id("hc")],

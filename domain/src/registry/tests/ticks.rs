@@ -103,6 +103,7 @@ fn pause_withdraws_future_ticks_and_resume_restarts_after_now() {
     registry.apply(Command::Pause {
         id: id("ra"),
         now_ms: 2_100,
+        request: None,
     });
     assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000"]);
     registry.apply(intent(6_000, 5_500));
@@ -114,6 +115,7 @@ fn pause_withdraws_future_ticks_and_resume_restarts_after_now() {
     registry.apply(Command::Resume {
         id: id("ra"),
         now_ms: 5_500,
+        request: None,
     });
     assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000", "ra-6000"]);
 }
@@ -142,6 +144,7 @@ fn pause_withdraws_the_same_ticks_from_an_http_queue_as_from_the_outbox() {
         registry.apply(Command::Pause {
             id: id(clock),
             now_ms: 2_100,
+            request: None,
         });
     }
     // Ticks already due stay for their consumer, the one due after the pause is withdrawn,
@@ -181,6 +184,7 @@ fn pause_withdraws_the_same_ticks_from_an_http_queue_as_from_the_outbox() {
     registry.apply(Command::Resume {
         id: http.id.clone(),
         now_ms: 5_500,
+        request: None,
     });
     assert_eq!(queue_ids(&registry, &http), ["hc-6000"]);
 }
@@ -192,6 +196,7 @@ fn manual_ticks_have_sequential_ids_and_ignore_status() {
     registry.apply(Command::Pause {
         id: id("rn"),
         now_ms: 1,
+        request: None,
     });
     registry.apply(Command::Tick {
         id: id("rn"),
@@ -209,10 +214,10 @@ fn manual_ticks_have_sequential_ids_and_ignore_status() {
 
 /// A forwarded manual tick whose answer was lost is sent again by the node that proposed it
 /// (`tickd_raft::Replica::write`), whole batches at a time, and both attempts may commit: the
-/// clock must get one tick per request (`crate::manual_retries`).
+/// clock must get one tick per request (`crate::retries`).
 #[test]
 fn a_retried_manual_tick_is_filed_once() {
-    use crate::manual_retries::{MAX_TICK_REQUEST_BYTES, REMEMBERED_MANUAL_TICKS};
+    use crate::retries::{MAX_REQUEST_BYTES, REMEMBERED_REQUESTS};
     let mut registry = Registry::new();
     let clock = create(&mut registry, "h", "@never", "hc");
     let tick = |request: &str, now_ms: u64| Command::Tick {
@@ -232,14 +237,14 @@ fn a_retried_manual_tick_is_filed_once() {
     registry.apply(Command::Batch(vec![tick("r2", 20), tick("r3", 20)]));
     assert_eq!(queue_ids(&registry, &clock), ["hc-m0", "hc-m1", "hc-m2"]);
     // A clock remembers its latest requests only: one older than that ticks again.
-    for n in 0..REMEMBERED_MANUAL_TICKS {
+    for n in 0..REMEMBERED_REQUESTS {
         registry.apply(tick(&format!("later-{n}"), 30));
     }
     let before = registry.ledger().manual_sequence();
     registry.apply(tick("r1", 40));
     assert_eq!(registry.ledger().manual_sequence(), before + 1);
     // A request id no node draws is refused.
-    let long = "r".repeat(MAX_TICK_REQUEST_BYTES + 1);
+    let long = "r".repeat(MAX_REQUEST_BYTES + 1);
     assert!(matches!(
         registry.apply(tick(&long, 50)),
         Outcome::Rejected { .. }
@@ -306,6 +311,7 @@ fn purge_removes_active_clocks_and_keeps_paused_ones() {
     registry.apply(Command::Pause {
         id: id("c2"),
         now_ms: 0,
+        request: None,
     });
     registry.apply(intent(2_000, 1_500));
     let purged = registry.apply(Command::Purge {
@@ -398,6 +404,7 @@ fn pause_keeps_the_tick_due_at_its_own_instant() {
     registry.apply(Command::Pause {
         id: id("ra"),
         now_ms: 2_000,
+        request: None,
     });
     // 2 s is due when the pause is applied, not after it: its consumer still gets it.
     assert_eq!(outbox_ids(&registry), ["ra-1000", "ra-2000"]);
@@ -509,6 +516,7 @@ fn manual_ticks_on_a_paused_http_clock_obey_the_queue_limit() {
     registry.apply(Command::Pause {
         id: clock.id.clone(),
         now_ms: 0,
+        request: None,
     });
     // Before any intent the default limit holds; after one, the configured limit.
     for now_ms in 0..1_500 {
