@@ -47,6 +47,11 @@ fn leader_hint<T>(
 pub type Written = (Outcome, u64);
 
 async fn propose(node: &Running, command: Command) -> Try<Written> {
+    // As production's replica: a leader whose clock is beyond the bound is handing over and
+    // refuses writes.
+    if let Some(reason) = node.clock.stepping_down(&node.raft) {
+        return Try::Failed(reason);
+    }
     match node.raft.client_write(command).await {
         Ok(written) => match written.data.outcome {
             Some(outcome) => Try::Answered((outcome, written.log_id.index)),
@@ -138,6 +143,9 @@ pub async fn read(
     let barrier_then_look = move |leader: Running| {
         let key = key.clone();
         async move {
+            if let Some(reason) = leader.clock.stepping_down(&leader.raft) {
+                return Err(reason);
+            }
             leader
                 .raft
                 .ensure_linearizable()

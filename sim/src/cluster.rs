@@ -1,6 +1,7 @@
 //! The simulated cluster's nodes: each a disk that outlives its incarnations, and while it
 //! runs an openraft with production's configuration over the simulated log, state machine and
-//! network, its engine, and a task that asks for snapshots as production's pace does.
+//! network, its cluster clock and the monitor that measures it, its engine, and a task that
+//! asks for snapshots as production's pace does.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use tickd_raft::{NodeAddr, NodeId};
 use tickd_tests::chaos::rng::Rng;
 use tokio::task::JoinHandle;
 
+use crate::clocks;
 use crate::disk::Disk;
 use crate::engine::Engine;
 use crate::log_store::{LogStore, lock};
@@ -105,11 +107,13 @@ impl Cluster {
         let raft = Raft::new(node, self.config.clone(), network, log, state_machine)
             .await
             .map_err(|error| format!("node {node} did not start: {error}"))?;
+        let clock = clocks::cluster_clock(&self.world, node);
         lock(&self.world.running).insert(
             node,
             Running {
                 raft: raft.clone(),
                 state: state.clone(),
+                clock: clock.clone(),
                 incarnation,
             },
         );
@@ -119,9 +123,15 @@ impl Cluster {
             incarnation,
             raft: raft.clone(),
             state,
+            clock: clock.clone(),
             config: self.engine.clone(),
         };
-        let tasks = vec![tokio::spawn(engine.run()), tokio::spawn(snapshots(raft))];
+        let monitor = clocks::monitor(self.world.clone(), (node, incarnation), raft.clone(), clock);
+        let tasks = vec![
+            tokio::spawn(engine.run()),
+            tokio::spawn(monitor),
+            tokio::spawn(snapshots(raft)),
+        ];
         lock(&self.tasks).insert(node, tasks);
         self.world.record(format_args!(
             "node {node} starts (incarnation {incarnation})"

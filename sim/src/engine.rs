@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use openraft::{Raft, ServerState};
@@ -25,6 +26,7 @@ use tickd_engine::decisions::{
     Confirmation, Decisions, LEASE_RENEW_EVERY, Now, OutboxKey, Settled, confirm_command,
 };
 use tickd_engine::duties::{CONFIRM_EVERY, INTENT_EVERY};
+use tickd_raft::cluster_clock::{ClusterClock, MEASURE_EVERY};
 use tickd_raft::{NodeId, StateHandle};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -51,6 +53,8 @@ pub struct Engine {
     pub raft: Raft<SimConfig>,
     /// The node's applied state.
     pub state: StateHandle,
+    /// The node's cluster clock: ticks are stamped and published by the majority's time.
+    pub clock: ClusterClock,
     /// The engine's settings.
     pub config: EngineConfig,
 }
@@ -66,23 +70,28 @@ impl Engine {
         self.world.is_running(self.me, self.incarnation)
     }
 
-    fn now(&self) -> Now {
-        Now {
+    /// The majority's time, as production's duties read it (`ClusterClock::firing_now_ms`);
+    /// `None` while this node's clock may not fire ticks (unmeasured, or beyond the bound).
+    fn now(&self) -> Option<Now> {
+        let wall_ms = self.clock.firing_now_ms().ok()?;
+        Some(Now {
             instant: Instant::now(),
-            wall_ms: self.world.wall_ms(self.me),
-        }
+            wall_ms,
+        })
     }
 
     fn read<T>(&self, decide: impl FnOnce(&Registry) -> T) -> T {
         decide(&self.state.read().registry)
     }
 
-    /// Runs until the incarnation ends: leads whenever openraft says this node leads.
+    /// Runs until the incarnation ends: leads whenever openraft says this node leads and its
+    /// clock may fire; a leader whose clock may not holds until its monitor's next round.
     pub async fn run(self) {
         while self.alive() {
-            match self.leading_term() {
-                Some(term) => self.lead(term).await,
-                None => tokio::time::sleep(FOLLOWER_LOOK_EVERY).await,
+            match (self.leading_term(), self.now()) {
+                (Some(term), Some(at)) => self.lead(term, at).await,
+                (Some(_), None) => tokio::time::sleep(MEASURE_EVERY).await,
+                (None, _) => tokio::time::sleep(FOLLOWER_LOOK_EVERY).await,
             }
         }
     }
@@ -95,8 +104,8 @@ impl Engine {
         }
     }
 
-    /// One term of leadership.
-    async fn lead(&self, term: u64) {
+    /// One term of leadership, from `at`, until it ends or the clock may no longer fire.
+    async fn lead(&self, term: u64, at: Now) {
         self.world
             .record(format_args!("node {} leads term {term}", self.me));
         let publisher = SimPublisher {
@@ -104,9 +113,9 @@ impl Engine {
             node: self.me,
             term,
         };
-        let mut decisions =
-            self.read(|registry| Decisions::new(self.config.clone(), registry, self.now()));
-        let mut confirming = FuturesUnordered::new();
+        let mut decisions = self.read(|registry| Decisions::new(self.config.clone(), registry, at));
+        let mut confirming: FuturesUnordered<BoxFuture<'static, (OutboxKey, Settled)>> =
+            FuturesUnordered::new();
         let (unconfirmed_sender, mut unconfirmed) = mpsc::unbounded_channel::<Vec<Confirmation>>();
         let mut intent_in_flight: Option<JoinHandle<()>> = None;
         self.renew_lease(&mut decisions).await;
@@ -114,7 +123,9 @@ impl Engine {
         let (mut next_renew, mut next_intent, mut next_confirm) =
             (start + LEASE_RENEW_EVERY, start, start + CONFIRM_EVERY);
         while self.alive() && self.leading_term() == Some(term) {
-            let at = self.now();
+            let Some(at) = self.now() else {
+                break;
+            };
             let wake = self
                 .read(|registry| decisions.next_publish_at(at, registry))
                 .min(next_renew)
@@ -124,7 +135,13 @@ impl Engine {
             tokio::select! {
                 biased;
                 Some((key, settled)) = confirming.next() => {
-                    decisions.settle(key, settled, self.now());
+                    // As production: a clock that may no longer fire dates the settlement by
+                    // the publish, and the loop ends at its next step.
+                    let at = self.now().unwrap_or(Now {
+                        instant: Instant::now(),
+                        wall_ms: settled.published_ms,
+                    });
+                    decisions.settle(key, settled, at);
                 }
                 Some(confirmations) = unconfirmed.recv() => decisions.confirm_again(confirmations),
                 () = sleep_until(wake) => {}
@@ -140,7 +157,7 @@ impl Engine {
                     .as_ref()
                     .is_none_or(|task| task.is_finished())
                 {
-                    let intent = decisions.intent(self.now());
+                    let intent = decisions.intent(at);
                     let (world, me) = (self.world.clone(), self.me);
                     intent_in_flight = Some(tokio::spawn(async move {
                         let _outcome = client::write(&world, me, Command::Intend(intent)).await;
@@ -168,7 +185,9 @@ impl Engine {
                     });
                 }
             }
-            let at = self.now();
+            let Some(at) = self.now() else {
+                break;
+            };
             let outgoing = self.read(|registry| decisions.due(at, registry));
             if outgoing.is_empty() {
                 continue;

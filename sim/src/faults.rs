@@ -1,7 +1,8 @@
 //! The nemesis of a simulated run: one fault at a time, each drawn from the seed, held for a
 //! drawn time and healed — crashes (one node, the leader, every node at once) with unsynced
 //! writes lost, partitions both ways and one way, a lossy network that also duplicates, delays
-//! and so reorders messages, and a broker that refuses or confirms late.
+//! and so reorders messages, a broker that refuses or confirms late, and a node's wall clock
+//! stepped or drifting, within `max_clock_offset_ms` and beyond it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,9 +34,15 @@ pub enum Kind {
     BrokerDown,
     /// The broker confirms late.
     BrokerSlow,
+    /// One node's wall clock is stepped, within `max_clock_offset_ms` or beyond it, and set
+    /// right after the hold.
+    ClockStep,
+    /// One node's wall clock runs fast or slow, until it drifted within or beyond the bound,
+    /// and is set right after the hold.
+    ClockDrift,
 }
 
-const KINDS: [Kind; 7] = [
+const KINDS: [Kind; 9] = [
     Kind::Crash,
     Kind::CrashAll,
     Kind::Isolate,
@@ -43,7 +50,15 @@ const KINDS: [Kind; 7] = [
     Kind::Lossy,
     Kind::BrokerDown,
     Kind::BrokerSlow,
+    Kind::ClockStep,
+    Kind::ClockDrift,
 ];
+
+/// The steps of a clock, in ms: within the bound (250 ms), and beyond it as an NTP step or a
+/// wrong time zone would be.
+const CLOCK_STEPS: [i64; 6] = [120, -120, 5_000, -5_000, 3_600_000, -3_600_000];
+/// How often a drifting clock moves.
+const DRIFT_EVERY: Duration = Duration::from_millis(100);
 
 /// The current leader, as the running nodes report it.
 pub fn leader(world: &World) -> Option<NodeId> {
@@ -109,6 +124,31 @@ pub async fn run(world: Arc<World>, cluster: Arc<Cluster>, mut rng: Rng, until: 
                 tokio::time::sleep(held).await;
                 lock(&world.network).weather = Weather::default();
             }
+            Kind::ClockStep => {
+                let step = *rng.pick(&CLOCK_STEPS);
+                world.record(format_args!("node {victim} clock stepped by {step} ms"));
+                set_offset(&world, victim, step);
+                tokio::time::sleep(held).await;
+                set_offset(&world, victim, 0);
+            }
+            Kind::ClockDrift => {
+                // 10 to 500 ms per second, either way: past the bound within the hold, or not.
+                let per_step = i64::try_from(1 + rng.below(50)).unwrap_or(1);
+                let per_step = if rng.below(2) == 0 {
+                    per_step
+                } else {
+                    -per_step
+                };
+                let mut offset = 0i64;
+                let until = Instant::now() + held;
+                while Instant::now() < until {
+                    tokio::time::sleep(DRIFT_EVERY).await;
+                    offset = offset.saturating_add(per_step);
+                    set_offset(&world, victim, offset);
+                }
+                world.record(format_args!("node {victim} clock drifted to {offset} ms"));
+                set_offset(&world, victim, 0);
+            }
             Kind::BrokerDown | Kind::BrokerSlow => {
                 lock(&world.broker).weather = BrokerWeather {
                     refusing: kind == Kind::BrokerDown,
@@ -125,6 +165,10 @@ pub async fn run(world: Arc<World>, cluster: Arc<Cluster>, mut rng: Rng, until: 
         world.record(format_args!("healed {kind:?}"));
     }
     injected
+}
+
+fn set_offset(world: &World, node: NodeId, offset_ms: i64) {
+    lock(&world.offsets).insert(node, offset_ms);
 }
 
 /// Starts `node` again; a node that cannot is a violation.

@@ -28,6 +28,7 @@
 
 pub mod broker;
 pub mod client;
+pub mod clocks;
 pub mod cluster;
 pub mod disk;
 pub mod engine;

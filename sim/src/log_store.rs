@@ -4,7 +4,7 @@
 //! and truncations, purges and the committed index wait for the next fsync.
 
 use std::fmt::Debug;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
@@ -62,11 +62,27 @@ impl RaftLogReader<SimConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> StoreResult<Vec<Entry<SimConfig>>> {
+        // openraft may ask for an empty range whose start lies past its end (after a crash
+        // lost entries it had applied); a `BTreeMap` panics on one, RocksDB's iterator
+        // returns nothing.
+        let start = match range.start_bound() {
+            Bound::Included(start) => *start,
+            Bound::Excluded(start) => start.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(end) => end.saturating_add(1),
+            Bound::Excluded(end) => *end,
+            Bound::Unbounded => u64::MAX,
+        };
+        if start >= end {
+            return Ok(Vec::new());
+        }
         let disk = lock(&self.disk);
         let stored = disk.written(self.generation).map_err(crashed)?;
         Ok(stored
             .log
-            .range(range)
+            .range(start..end)
             .map(|(_, entry)| entry.clone())
             .collect())
     }

@@ -6,11 +6,12 @@
 //! then too. At the end every node loses power at once and restarts, and the clocks that
 //! exist are read back for the durability checker.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use tickd_domain::{Channel, ClockId, Command, Outcome, Overlap, Schedule};
+use tickd_domain::{Channel, ClockId, Command, Levels, Outcome, Overlap, Schedule};
 use tickd_engine::EngineConfig;
 use tickd_raft::NodeId;
 use tickd_tests::chaos::check::{durability, linearizable, liveness, ticks};
@@ -88,14 +89,44 @@ pub struct SeedReport {
     pub disk: (u64, u64),
 }
 
-/// Runs one seed on a fresh single-threaded runtime whose clock is virtual.
+thread_local! {
+    /// The panics of the seed running on this thread: a task that panics (a node's Raft core,
+    /// its engine) dies quietly inside tokio, so the hook records them here.
+    static PANICS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records every panic in [`PANICS`] of its thread, then reports it as before.
+fn record_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.with(|panics| panics.borrow_mut().push(info.to_string()));
+            previous(info);
+        }));
+    });
+}
+
+/// Runs one seed on a fresh single-threaded runtime whose clock is virtual. A panic of any
+/// task is a violation.
 pub fn run_seed(seed: u64, options: &Options) -> Result<SeedReport, String> {
+    record_panics();
+    PANICS.with(|panics| panics.borrow_mut().clear());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .map_err(|error| format!("the simulation's runtime did not start: {error}"))?;
-    runtime.block_on(simulate(seed, options.clone()))
+    let mut report = runtime.block_on(simulate(seed, options.clone()))?;
+    drop(runtime);
+    let panics = PANICS.with(|panics| std::mem::take(&mut *panics.borrow_mut()));
+    report
+        .violations
+        .extend(panics.into_iter().map(|panic| Violation {
+            checker: "panic",
+            detail: panic,
+        }));
+    Ok(report)
 }
 
 fn engine_config() -> EngineConfig {
@@ -192,9 +223,16 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
         .initialize(cluster.members())
         .await
         .map_err(|error| format!("the cluster did not initialize: {error}"))?;
-    await_leader(&world, Duration::from_secs(10))
+    let (leader, _) = await_leader(&world, Duration::from_secs(10))
         .await
         .ok_or("no leader was elected in a fault-free start")?;
+    // What production's level monitor does within seconds of a start: every voter runs this
+    // binary, so the cluster applies the log by its highest level.
+    let level = Levels::THIS_BINARY.highest;
+    match client::write(&world, leader, Command::SetLevel { level }).await {
+        Ok(Outcome::LevelSet { .. }) => {}
+        other => return Err(format!("the cluster level was not raised: {other:?}")),
+    }
     let watched = register_watched(&world, &mut rng, options.nodes).await;
     let watch_from = world.true_ms();
 

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use openraft::Raft;
+use tickd_raft::cluster_clock::ClusterClock;
 use tickd_raft::{NodeId, StateHandle};
 use tickd_tests::chaos::history::Violation;
 use tickd_tests::chaos::rng::Rng;
@@ -28,6 +29,8 @@ pub struct Running {
     pub raft: Raft<SimConfig>,
     /// Its applied state.
     pub state: StateHandle,
+    /// Its view of the cluster's clocks (`tickd_raft::cluster_clock`), on its wall clock.
+    pub clock: ClusterClock,
     /// Which incarnation it is (0 for the first, one more per restart).
     pub incarnation: u64,
 }
@@ -113,8 +116,7 @@ pub struct World {
     pub broker: Mutex<Broker>,
     /// The trace.
     pub trace: Mutex<Trace>,
-    /// Each node's clock offset from true time, in ms (none is stepped yet: every node reads
-    /// true time).
+    /// Each node's clock offset from true time, in ms, stepped and drifted by the nemesis.
     pub offsets: Mutex<BTreeMap<NodeId, i64>>,
     /// Ticks whose delivery a committed `Confirm` recorded: tick id → the entry's index.
     pub confirmed: Mutex<BTreeMap<String, u64>>,
