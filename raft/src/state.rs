@@ -5,12 +5,12 @@ pub mod queue_changes;
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use openraft::{LogId, StoredMembership};
+use openraft::{Entry, EntryPayload, LogId, RaftTypeConfig, StoredMembership};
 use serde::{Deserialize, Serialize};
 use tickd_domain::{Command, Level, Outcome, QueueId, Registry, RegistryImage};
 
 use self::queue_changes::{QueueChanges, QueueWatch};
-use crate::{NodeAddr, NodeId};
+use crate::{NodeAddr, NodeId, Response};
 
 /// Everything the state machine has applied: the registry plus the Raft bookkeeping that must
 /// move atomically with it (a snapshot of one without the other would be inconsistent).
@@ -44,6 +44,37 @@ impl ReplicatedState {
                 Outcome::LevelSet { level }
             }
             command => self.registry.apply_at(self.cluster_level, command),
+        }
+    }
+
+    /// Applies one log entry: it becomes the last applied, a command is applied
+    /// ([`Self::apply`]), a membership is stored. What every state machine over this state does
+    /// with each entry: the node's (`storage`) and the deterministic simulation's (`sim/`),
+    /// whose openraft type configuration keeps its snapshots elsewhere.
+    pub fn apply_entry<C>(&mut self, entry: Entry<C>) -> Response
+    where
+        C: RaftTypeConfig<D = Command, NodeId = NodeId, Node = NodeAddr>,
+    {
+        let log_id = entry.log_id;
+        self.last_applied = Some(log_id);
+        let outcome = match entry.payload {
+            EntryPayload::Blank => None,
+            EntryPayload::Normal(command) => {
+                let _apply =
+                    tracing::debug_span!("apply", index = log_id.index, command = command.kind())
+                        .entered();
+                let outcome = self.apply(command);
+                tracing::debug!("applied");
+                Some(outcome)
+            }
+            EntryPayload::Membership(membership) => {
+                self.membership = StoredMembership::new(Some(log_id), membership);
+                None
+            }
+        };
+        Response {
+            outcome,
+            index: Some(log_id.index),
         }
     }
 

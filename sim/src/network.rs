@@ -17,7 +17,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{RaftNetwork, RaftNetworkFactory};
+use openraft::{Raft, RaftNetwork, RaftNetworkFactory};
 use tickd_raft::{NodeAddr, NodeId};
 
 use crate::runtime::SimConfig;
@@ -132,24 +132,44 @@ fn rpc_error<E: std::error::Error>(
     }
 }
 
+impl Link {
+    /// Sends one RPC through the weather; `handle` is what the receiver's openraft does with
+    /// it (and with a copy).
+    async fn call<Req, Resp, E, F, Fut>(
+        &self,
+        rpc: Req,
+        option: &RPCOption,
+        handle: F,
+    ) -> Result<Resp, RPCError<NodeId, NodeAddr, RaftError<NodeId, E>>>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Resp: Send + 'static,
+        E: std::error::Error + Send + 'static,
+        F: Fn(Raft<SimConfig>, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, RaftError<NodeId, E>>> + Send + 'static,
+    {
+        exchange(
+            &self.world,
+            self.from,
+            self.to,
+            option.hard_ttl(),
+            move |node| handle(node.raft, rpc.clone()),
+        )
+        .await
+        .map_err(|failure| rpc_error(self.to, failure))
+    }
+}
+
 impl RaftNetwork<SimConfig> for Link {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<SimConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
-        exchange(
-            &self.world,
-            self.from,
-            self.to,
-            option.hard_ttl(),
-            move |node| {
-                let rpc = rpc.clone();
-                async move { node.raft.append_entries(rpc).await }
-            },
-        )
+        self.call(rpc, &option, |raft, rpc| async move {
+            raft.append_entries(rpc).await
+        })
         .await
-        .map_err(|failure| rpc_error(self.to, failure))
     }
 
     async fn install_snapshot(
@@ -160,18 +180,10 @@ impl RaftNetwork<SimConfig> for Link {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, NodeAddr, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        exchange(
-            &self.world,
-            self.from,
-            self.to,
-            option.hard_ttl(),
-            move |node| {
-                let rpc = rpc.clone();
-                async move { node.raft.install_snapshot(rpc).await }
-            },
-        )
+        self.call(rpc, &option, |raft, rpc| async move {
+            raft.install_snapshot(rpc).await
+        })
         .await
-        .map_err(|failure| rpc_error(self.to, failure))
     }
 
     async fn vote(
@@ -179,17 +191,11 @@ impl RaftNetwork<SimConfig> for Link {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeAddr, RaftError<NodeId>>> {
-        exchange(
-            &self.world,
-            self.from,
-            self.to,
-            option.hard_ttl(),
-            move |node| {
-                let rpc = rpc.clone();
-                async move { node.raft.vote(rpc).await }
-            },
+        self.call(
+            rpc,
+            &option,
+            |raft, rpc| async move { raft.vote(rpc).await },
         )
         .await
-        .map_err(|failure| rpc_error(self.to, failure))
     }
 }

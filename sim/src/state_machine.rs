@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{
-    Entry, EntryPayload, LogId, OptionalSend, SnapshotMeta, StorageError, StorageIOError,
-    StoredMembership,
+    Entry, LogId, OptionalSend, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
 use tickd_raft::{NodeAddr, NodeId, ReplicatedState, Response, StateHandle, StateImage};
 
@@ -114,21 +113,7 @@ impl RaftStateMachine<SimConfig> for StateMachine {
         let mut state = self.state.write();
         let responses = entries
             .into_iter()
-            .map(|entry| {
-                state.last_applied = Some(entry.log_id);
-                let outcome = match entry.payload {
-                    EntryPayload::Blank => None,
-                    EntryPayload::Normal(command) => Some(state.apply(command)),
-                    EntryPayload::Membership(membership) => {
-                        state.membership = StoredMembership::new(Some(entry.log_id), membership);
-                        None
-                    }
-                };
-                Response {
-                    outcome,
-                    index: Some(entry.log_id.index),
-                }
-            })
+            .map(|entry| state.apply_entry(entry))
             .collect();
         Ok(responses)
     }

@@ -6,8 +6,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{
-    Entry, EntryPayload, LogId, OptionalSend, RaftLogId, StorageError, StorageIOError,
-    StoredMembership,
+    Entry, LogId, OptionalSend, RaftLogId, StorageError, StorageIOError, StoredMembership,
 };
 use tickd_raft::unsupported;
 use tickd_raft::{
@@ -158,37 +157,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .into_iter()
             .map(|entry| {
                 let log_id = *entry.get_log_id();
-                // The Raft route halts a node before such an entry reaches its log; one that is
-                // there all the same (a binary downgraded under its log) stops the core here,
-                // before anything of it is applied.
                 if let Some(why) = unsupported::in_entries(std::slice::from_ref(&entry)) {
                     return Err(StorageIOError::apply(log_id, &why).into());
                 }
-                state.last_applied = Some(log_id);
-                let outcome = match entry.payload {
-                    EntryPayload::Blank => None,
-                    EntryPayload::Normal(command) => {
-                        // The last hop of a write's trace, on every node: the index is the one
-                        // the proposing node's `write` span records.
-                        let _apply = tracing::debug_span!(
-                            "apply",
-                            index = log_id.index,
-                            command = command.kind()
-                        )
-                        .entered();
-                        let outcome = state.apply(command);
-                        tracing::debug!("applied");
-                        Some(outcome)
-                    }
-                    EntryPayload::Membership(membership) => {
-                        state.membership = StoredMembership::new(Some(log_id), membership);
-                        None
-                    }
-                };
-                Ok(Response {
-                    outcome,
-                    index: Some(log_id.index),
-                })
+                Ok(state.apply_entry(entry))
             })
             .collect::<StoreResult<Vec<Response>>>()?;
         let changed = observed.changed(&state.registry);
@@ -272,7 +244,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 mod tests {
     use std::time::Duration;
 
-    use openraft::CommittedLeaderId;
+    use openraft::{CommittedLeaderId, EntryPayload};
     use tickd_domain::{Channel, ClockId, Command, QueueId};
 
     use super::*;
