@@ -1,10 +1,10 @@
 //! openraft's state machine over the real [`ReplicatedState`], with snapshots on the simulated
 //! [`Disk`].
 //!
-//! Applying is production's (`storage/src/state_machine.rs`): each entry moves
-//! `last_applied`, a command goes to [`ReplicatedState::apply`], a membership is stored. What
-//! differs is where a snapshot lives: production writes the state's JSON to a file, the model
-//! writes the same JSON to the disk, durable at once.
+//! Applying is production's own code ([`ReplicatedState::apply_entry`], which
+//! `storage/src/state_machine.rs` calls too). What differs is where a snapshot lives:
+//! production writes the state's JSON to a file, the model writes the same JSON to the disk,
+//! durable at once.
 
 use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex};
