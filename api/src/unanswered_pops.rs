@@ -9,8 +9,9 @@
 //! committed simply pops afresh under it (`TickLedger::pop_due`). So a poller that retries on
 //! the same node gets the batch it missed, with the same tick ids.
 //!
-//! What this does not cover: a poller that retries on another node, or another pop of the same
-//! queue in between (the ledger remembers only each queue's last pop). HTTP pop stays at most
+//! Another pop of the same queue in between is covered from cluster level 3, within the
+//! earlier pops the ledger keeps (`tickd_domain::EARLIER_POPS_KEPT`). What this does not
+//! cover: a poller that retries on another node, or a node that restarts. HTTP pop stays at most
 //! once on the wire in those cases, as the Ticktok protocol makes it.
 
 use std::collections::HashMap;

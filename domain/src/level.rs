@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ticks::MAX_POP_TICKS;
+use crate::ticks::{EARLIER_POPS_KEPT, MAX_POP_TICKS};
 use crate::{Channel, Command};
 
 /// A cluster level.
@@ -39,8 +39,9 @@ impl Level {
     /// parse them, so a registration of one waits for every voter. Webhook clocks
     /// ([`crate::Channel::Webhook`]), which older binaries cannot decode. Leases of http-queue
     /// ticks ([`Command::Lease`], [`Command::Ack`]). Manual ticks, pauses and resumes that a
-    /// retry does not apply twice (their `request`), and registrations whose retry answers as
-    /// the first attempt did.
+    /// retry does not apply twice (their `request`), registrations whose retry answers as
+    /// the first attempt did, and pops whose retry gets its ticks back after other pops
+    /// ([`Level::earlier_pops_kept`]).
     pub const V0_3: Level = Level(3);
 
     /// Whether apply holds commands to the bounds this release added against hostile and
@@ -95,6 +96,17 @@ impl Level {
     /// Whether a clock may have overlap control (`crate::overlap`): every replica applies it.
     pub fn has_overlap(self) -> bool {
         self >= Level::V0_3
+    }
+
+    /// How many of a queue's pops before its last one a retried pop still gets back at this
+    /// level (`crate::ticks::EARLIER_POPS_KEPT`): none below level 3, whose replicas remember
+    /// only the last, and a replica of this release must pop afresh where they do.
+    pub fn earlier_pops_kept(self) -> usize {
+        if self >= Level::V0_3 {
+            EARLIER_POPS_KEPT
+        } else {
+            0
+        }
     }
 
     /// The most ticks one pop removes from a queue at this level. v0.1.0 removed every due

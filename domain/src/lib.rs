@@ -116,9 +116,9 @@ pub use selection::Selection;
 pub use shared_map::{KeyChange, SharedMap, key_changes};
 pub use stats::{ClockStats, Delivery, DeliverySeries, SeriesBucket, StatsSlot};
 pub use ticks::{
-    Cursor, DEFAULT_QUEUE_LIMIT, Filed, Intent, MAX_CATCH_UP_MS, MAX_LOOKAHEAD_MS,
-    MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick, TickCounters, TickId,
-    TickLedger, TickMessage, rfc3339_millis,
+    Cursor, DEFAULT_QUEUE_LIMIT, EARLIER_POPS_KEPT, Filed, Intent, MAX_CATCH_UP_MS,
+    MAX_LOOKAHEAD_MS, MAX_MANUAL_SEQUENCE, MAX_POP_TICKS, PopReplay, PoppedTick, Tick,
+    TickCounters, TickId, TickLedger, TickMessage, rfc3339_millis,
 };
 pub use webhook::{Webhook, WebhookSecret, WebhookUrl};
 pub use wire_form::WrittenClocks;

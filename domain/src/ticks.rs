@@ -77,6 +77,13 @@ pub const DEFAULT_QUEUE_LIMIT: u64 = 1_000;
 /// next pop. With the default queue limit a full queue drains in ten pops.
 pub const MAX_POP_TICKS: usize = 100;
 
+/// How many of a queue's pops before its last one a retry still gets back (from level 3,
+/// [`crate::Level::earlier_pops_kept`]), newest first, and only while together they hold at
+/// most [`MAX_POP_TICKS`] ticks. A node retries a pop whose answer it lost for up to 5 s, and
+/// several pollers of one queue pop in between: with only the last pop remembered, the retry
+/// popped afresh and the first attempt's ticks reached nobody, though the poller was answered.
+pub const EARLIER_POPS_KEPT: usize = 16;
+
 /// The highest manual tick sequence number: 2^53, the largest integer every JSON reader
 /// keeps exactly. A million manual ticks a second would take 285 years to reach it; a backup
 /// that claims more is refused, and a manual tick beyond it is refused, never an overflow.
@@ -403,13 +410,50 @@ impl PoppedTick {
 }
 
 /// The last pop of an http queue, so that a retried pop gets the same ticks back (see
-/// `Command::Pop`): at most [`MAX_POP_TICKS`] of them.
+/// `Command::Pop`): at most [`MAX_POP_TICKS`] of them; with the earlier pops that returned
+/// ticks, within [`EARLIER_POPS_KEPT`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PopReplay {
     /// The pop's request id.
     pub request: String,
     /// The ticks it returned, oldest first.
     pub ticks: Vec<PoppedTick>,
+    /// The queue's earlier pops that returned ticks, newest first, each without earlier pops
+    /// of its own (from level 3). Absent from the serialized form while empty, as releases
+    /// before it wrote it; they ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<PopReplay>,
+}
+
+impl PopReplay {
+    /// The ticks the pop with `request` returned, if it is this one or one of the earlier.
+    fn ticks_of(&self, request: &str) -> Option<&[PoppedTick]> {
+        std::iter::once(self)
+            .chain(&self.earlier)
+            .find(|pop| pop.request == request)
+            .map(|pop| pop.ticks.as_slice())
+    }
+
+    /// The earlier pops to keep once `self` is no longer the last: `self`, if it returned
+    /// ticks, before its own earlier pops, newest first, cut to `kept` pops and
+    /// [`MAX_POP_TICKS`] ticks in all.
+    fn into_earlier(mut self, kept: usize) -> Vec<PopReplay> {
+        let mut earlier = std::mem::take(&mut self.earlier);
+        if !self.ticks.is_empty() {
+            earlier.insert(0, self);
+        }
+        let mut ticks = 0_usize;
+        let within = earlier
+            .iter()
+            .take(kept)
+            .take_while(|pop| {
+                ticks = ticks.saturating_add(pop.ticks.len());
+                ticks <= MAX_POP_TICKS
+            })
+            .count();
+        earlier.truncate(within);
+        earlier
+    }
 }
 
 /// The replicated record of committed and undelivered ticks.
@@ -583,12 +627,15 @@ impl TickLedger {
             .count()
     }
 
-    /// Whether a pop of `queue_id` with `request` retries the queue's last pop, and so gets that
-    /// pop's ticks again from [`pop_due`](Self::pop_due).
+    /// Whether a pop of `queue_id` with `request` retries the queue's last pop or an earlier
+    /// one it keeps, and so gets that pop's ticks again from [`pop_due`](Self::pop_due).
     pub(crate) fn is_retried_pop(&self, queue_id: &QueueId, request: &str) -> bool {
-        self.pop_replays
-            .get(queue_id)
-            .is_some_and(|replay| replay.request == request)
+        self.popped_by(queue_id, request).is_some()
+    }
+
+    /// The ticks the pop of `queue_id` with `request` returned, if the queue keeps it.
+    fn popped_by(&self, queue_id: &QueueId, request: &str) -> Option<&[PoppedTick]> {
+        self.pop_replays.get(queue_id)?.ticks_of(request)
     }
 
     /// Removes a tick the broker settled from the outbox and returns it; `None` when it is not
@@ -728,10 +775,12 @@ impl TickLedger {
     /// lease ran out) and returns them, oldest first: at most `max` (the cluster level's
     /// [`Level::max_pop_ticks`]); the others stay for the next pop, as do ticks filed ahead of
     /// their instant. A pop with the
-    /// same `request` as the queue's last one is a retry: it gets the same ticks again and
-    /// removes nothing.
+    /// same `request` as the queue's last one, or as one of the `earlier_kept` before it that
+    /// returned ticks (the cluster level's [`Level::earlier_pops_kept`]), is a retry: it gets
+    /// the same ticks again and removes nothing.
     ///
     /// [`Level::max_pop_ticks`]: crate::Level::max_pop_ticks
+    /// [`Level::earlier_pops_kept`]: crate::Level::earlier_pops_kept
     pub fn pop_due(
         &mut self,
         clock: &Clock,
@@ -739,15 +788,10 @@ impl TickLedger {
         now_ms: u64,
         request: String,
         max: usize,
+        earlier_kept: usize,
     ) -> Vec<Tick> {
-        if let Some(replay) = self.pop_replays.get(queue_id)
-            && replay.request == request
-        {
-            return replay
-                .ticks
-                .iter()
-                .map(|popped| popped.tick_of(clock))
-                .collect();
+        if let Some(popped) = self.popped_by(queue_id, &request) {
+            return popped.iter().map(|popped| popped.tick_of(clock)).collect();
         }
         if !self.queues.contains_key(queue_id) && !self.leases.contains_key(queue_id) {
             return Vec::new();
@@ -765,8 +809,14 @@ impl TickLedger {
                     skipped: tick.skipped,
                 })
                 .collect(),
+            earlier: Vec::new(),
         };
-        self.pop_replays.insert(queue_id.clone(), replay);
+        if let Some(previous) = self.pop_replays.insert(queue_id.clone(), replay)
+            && earlier_kept > 0
+            && let Some(last) = self.pop_replays.get_mut(queue_id)
+        {
+            last.earlier = previous.into_earlier(earlier_kept);
+        }
         due
     }
 

@@ -130,7 +130,8 @@ impl Registry {
     }
 
     /// Removes and returns the ticks of `queue` due at `now_ms`, or those of the queue's last
-    /// pop again when this is a retry of it; see [`Command::Pop`].
+    /// pop (or an earlier one it keeps) again when this is a retry of it; see
+    /// [`Command::Pop`].
     fn pop(&mut self, level: Level, queue: &QueueId, now_ms: u64, request: String) -> Outcome {
         let Some(clock) = self.by_queue.find(&self.clocks, queue) else {
             return Outcome::NotFound;
@@ -146,7 +147,14 @@ impl Registry {
             ledger.settle_overlap(&id, queue, overlap, now_ms)
         };
         let max = ledger.overlap_take_limit(queue, overlap, now_ms, level.max_pop_ticks());
-        let popped = ledger.pop_due(clock, queue, now_ms, request, max);
+        let popped = ledger.pop_due(
+            clock,
+            queue,
+            now_ms,
+            request,
+            max,
+            level.earlier_pops_kept(),
+        );
         self.note_skipped(&id, skipped);
         self.note_activity(&id, now_ms);
         if level.keeps_tick_stats() && !retried {

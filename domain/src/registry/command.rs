@@ -126,7 +126,9 @@ pub enum Command {
     /// `request` makes a retry harmless: when a forwarded pop's answer is lost, the proposing
     /// node sends the same command again, and applying a pop whose `request` equals the queue's
     /// last one returns that pop's ticks again instead of removing the next ones (which would
-    /// lose the first batch).
+    /// lose the first batch). From level 3 so does one whose `request` is that of an earlier
+    /// pop the queue keeps (`crate::ticks::EARLIER_POPS_KEPT`): another poller may pop the
+    /// queue between a pop and its retry.
     Pop {
         /// The queue polled.
         queue: QueueId,

@@ -165,7 +165,7 @@ fn http_queues_are_bounded_and_pop_only_due_ticks() {
     assert_eq!(ledger.counters.dropped, 2);
     assert_eq!(ledger.due_in_queue(&queue, 4_500), 2);
     let popped: Vec<u64> = ledger
-        .pop_due(&clock, &queue, 4_500, "p1".into(), MAX_POP_TICKS)
+        .pop_due(&clock, &queue, 4_500, "p1".into(), MAX_POP_TICKS, 0)
         .iter()
         .map(|t| t.due_at_ms)
         .collect();
@@ -173,7 +173,7 @@ fn http_queues_are_bounded_and_pop_only_due_ticks() {
     assert_eq!(ledger.next_due_in_queue(&queue), Some(5_000));
     assert!(
         ledger
-            .pop_due(&clock, &queue, 4_500, "p2".into(), MAX_POP_TICKS)
+            .pop_due(&clock, &queue, 4_500, "p2".into(), MAX_POP_TICKS, 0)
             .is_empty()
     );
 }
@@ -199,7 +199,7 @@ fn a_pop_returns_at_most_the_maximum_and_its_replay_keeps_only_ids() {
         Destination::Queue(&queue),
         10_000,
     );
-    let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS);
+    let first = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS, 0);
     assert_eq!(first.len(), MAX_POP_TICKS);
     assert_eq!(
         first.first().map(|t| t.due_at_ms),
@@ -208,15 +208,15 @@ fn a_pop_returns_at_most_the_maximum_and_its_replay_keeps_only_ids() {
     );
     // A retry gets the same ticks back, rebuilt whole from the replay record.
     assert_eq!(
-        ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS),
+        ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), MAX_POP_TICKS, 0),
         first
     );
     let replay = ledger.pop_replays.get(&queue).map(|r| r.ticks.len());
     assert_eq!(replay, Some(MAX_POP_TICKS));
-    let second = ledger.pop_due(&clock, &queue, 999_999_999, "p2".into(), MAX_POP_TICKS);
+    let second = ledger.pop_due(&clock, &queue, 999_999_999, "p2".into(), MAX_POP_TICKS, 0);
     assert_eq!(second.len(), MAX_POP_TICKS);
     assert!(first.last().map(|t| t.due_at_ms) < second.first().map(|t| t.due_at_ms));
-    let third = ledger.pop_due(&clock, &queue, 999_999_999, "p3".into(), MAX_POP_TICKS);
+    let third = ledger.pop_due(&clock, &queue, 999_999_999, "p3".into(), MAX_POP_TICKS, 0);
     assert_eq!(third.len(), 5);
     // The tick filed ahead of its instant stayed, in due order behind the others.
     assert_eq!(ledger.queues.get(&queue).map(|q| q.len()), Some(1));
@@ -238,7 +238,7 @@ fn a_pop_at_level_1_removes_every_due_tick_as_v0_1_0_did() {
         );
     }
     let max = Level::V0_1.max_pop_ticks();
-    let popped = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), max);
+    let popped = ledger.pop_due(&clock, &queue, 999_999_999, "p1".into(), max, 0);
     assert_eq!(popped.len(), filed);
     assert!(
         !ledger.queues.contains_key(&queue),
@@ -283,5 +283,93 @@ fn a_snapshot_from_before_pop_replays_still_loads() -> Result<(), serde_json::Er
     assert_eq!(ledger.intended_through_ms, 5);
     assert!(ledger.pop_replays.is_empty());
     assert_eq!(ledger.queue_limit, DEFAULT_QUEUE_LIMIT);
+    Ok(())
+}
+
+/// Files one due tick a second for `count` seconds into the queue of `clock`.
+fn file_seconds(ledger: &mut TickLedger, clock: &Clock, queue: &QueueId, count: u64) {
+    for second in 1..=count {
+        ledger.file(
+            Level::V0_3,
+            scheduled_at(clock, second * 1_000),
+            Destination::Queue(queue),
+            10_000,
+        );
+    }
+}
+
+fn due_of(ticks: &[Tick]) -> Vec<u64> {
+    ticks.iter().map(|tick| tick.due_at_ms).collect()
+}
+
+#[test]
+fn earlier_pops_are_kept_for_their_retries_within_a_count_and_a_tick_budget() {
+    let (clock, queue) = http_clock();
+    // By count: eighteen pops of one tick each; the first is beyond the sixteen earlier ones.
+    let mut ledger = TickLedger::default();
+    file_seconds(&mut ledger, &clock, &queue, 20);
+    for pop in 1..=18_u64 {
+        let popped = ledger.pop_due(&clock, &queue, pop * 1_000, format!("p{pop}"), 1, 16);
+        assert_eq!(due_of(&popped), [pop * 1_000]);
+    }
+    let second = ledger.pop_due(&clock, &queue, 2_000, "p2".into(), 1, 16);
+    assert_eq!(due_of(&second), [2_000], "the oldest kept pop replays");
+    let first = ledger.pop_due(&clock, &queue, 1_000, "p1".into(), 1, 16);
+    assert!(first.is_empty(), "beyond the count a retry pops afresh");
+    assert_eq!(ledger.queues.get(&queue).map(|q| q.len()), Some(2));
+
+    // By ticks: two pops of sixty; the earlier two together hold more than a pop's maximum.
+    let mut ledger = TickLedger::default();
+    file_seconds(&mut ledger, &clock, &queue, 200);
+    for (pop, now_ms) in [("a", 60_000), ("b", 120_000), ("c", 180_000)] {
+        assert_eq!(
+            ledger
+                .pop_due(&clock, &queue, now_ms, pop.into(), 60, 16)
+                .len(),
+            60
+        );
+    }
+    let b = ledger.pop_due(&clock, &queue, 120_000, "b".into(), 60, 16);
+    assert_eq!(
+        due_of(&b).first(),
+        Some(&61_000),
+        "the newest earlier pop replays"
+    );
+    let a = ledger.pop_due(&clock, &queue, 60_000, "a".into(), 60, 16);
+    assert!(a.is_empty(), "beyond the tick budget a retry pops afresh");
+
+    // None kept (below level 3): only the last pop replays, as v0.2.0 applied it.
+    let mut ledger = TickLedger::default();
+    file_seconds(&mut ledger, &clock, &queue, 3);
+    ledger.pop_due(&clock, &queue, 1_000, "x".into(), 1, 0);
+    ledger.pop_due(&clock, &queue, 2_000, "y".into(), 1, 0);
+    assert!(
+        ledger
+            .pop_due(&clock, &queue, 1_000, "x".into(), 1, 0)
+            .is_empty()
+    );
+}
+
+#[test]
+fn earlier_pops_survive_a_snapshot_and_are_absent_from_it_while_none()
+-> Result<(), serde_json::Error> {
+    let (clock, queue) = http_clock();
+    let mut ledger = TickLedger::default();
+    file_seconds(&mut ledger, &clock, &queue, 3);
+    ledger.pop_due(&clock, &queue, 1_000, "x".into(), 1, 0);
+    let alone = serde_json::to_value(&ledger)?;
+    assert!(
+        !alone.to_string().contains("earlier"),
+        "a v0.2.0 replica reads what it wrote: {alone}"
+    );
+    ledger.pop_due(&clock, &queue, 2_000, "y".into(), 1, 16);
+    let written = serde_json::to_string(&ledger)?;
+    let read: crate::LedgerSnapshot = serde_json::from_str(&written)?;
+    let mut read = read.ticks;
+    assert_eq!(read.pop_replays, ledger.pop_replays);
+    assert_eq!(
+        due_of(&read.pop_due(&clock, &queue, 1_000, "x".into(), 1, 16)),
+        [1_000]
+    );
     Ok(())
 }

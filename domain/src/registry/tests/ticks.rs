@@ -578,3 +578,42 @@ fn a_registration_far_behind_a_wild_watermark_files_one_window_at_most() {
         "{filed}"
     );
 }
+
+/// Two pollers of one queue: the first pop commits but its node loses the answer, another
+/// poller pops, and the first node proposes its pop again. From level 3 the retry gets the
+/// first batch back; found by the simulation (seed 15), where the retry popped afresh and the
+/// batch reached nobody while the poller was answered `[]`. Below level 3 the retry pops
+/// afresh, as v0.2.0 replicas apply it.
+#[test]
+fn a_pop_retried_after_another_pollers_pop_gets_its_ticks_back_from_level_3() {
+    for (level, replays) in [(Level::V0_3, true), (Level::V0_2, false)] {
+        let mut registry = Registry::new();
+        let registered = registry.apply_at(level, register("h", "every.1.seconds", "hc", NO_LIMIT));
+        assert!(
+            matches!(registered, Outcome::Registered { .. }),
+            "{registered:?}"
+        );
+        registry.apply_at(level, intent(4_000, 500));
+        let mut pop = |request: &str, now_ms| {
+            let command = Command::Pop {
+                queue: queue_for("hc"),
+                now_ms,
+                request: request.into(),
+            };
+            match registry.apply_at(level, command) {
+                Outcome::Popped(ticks) => ticks.iter().map(|t| t.id.to_string()).collect(),
+                other => panic!("a pop outcome, got {other:?}"),
+            }
+        };
+        let first: Vec<String> = pop("first", 1_500);
+        assert_eq!(first, ["hc-1000"]);
+        assert_eq!(pop("second", 2_500), ["hc-2000"]);
+        let retried = pop("first", 1_500);
+        if replays {
+            assert_eq!(retried, first, "level {level}");
+        } else {
+            assert!(retried.is_empty(), "level {level}: {retried:?}");
+        }
+        assert_eq!(pop("third", 4_500), ["hc-3000", "hc-4000"], "level {level}");
+    }
+}
