@@ -65,8 +65,10 @@ pub struct TickReport {
 ///   is not counted. One violation per clock lists up to ten lost instants and the count.
 /// - **Unobserved**, not lost: an undelivered instant `t` of an http clock whose poller had a
 ///   pop go unanswered that could have taken it: the pop's request ended at or after `t` (its
-///   node popped what was due when it handled it) and started no later than the next delivery
-///   of the clock after `t` (a pop answered before that would have returned `t`).
+///   node popped what was due when it handled it) and started no later than the first receipt
+///   of a later instant of the clock (a pop takes the oldest due ticks first, so by then `t`
+///   had left the queue). Not the first receipt after `t`: after an outage a tick is filed
+///   late, and a pop answered after `t` may have run before `t` was in the queue.
 /// - **Foreign id**: every delivered instant must be aligned (`scheduled_ms % I == 0`) and its
 ///   `tick_id` must end with `-{scheduled_ms}`.
 /// - **Duplicated under a new id**: two different `tick_id`s for one (clock, instant).
@@ -304,10 +306,17 @@ fn check_clock(
         let delivering = received
             .get(after)
             .is_some_and(|&r| r <= instant.saturating_add(catch_up_ms));
-        let next_receipt = received.get(after).copied().unwrap_or(u64::MAX);
+        // A pop takes the oldest due ticks first: one that returned a later instant ran after
+        // `instant` had left the queue. Until then, any pop may have taken it.
+        let taken_by = deliveries
+            .iter()
+            .filter(|delivery| !delivery.manual && delivery.scheduled_ms > instant)
+            .map(|delivery| delivery.received_ms)
+            .min()
+            .unwrap_or(u64::MAX);
         let maybe_popped_unseen = unanswered
             .iter()
-            .any(|pop| pop.end_ms >= instant && pop.start_ms <= next_receipt);
+            .any(|pop| pop.end_ms >= instant && pop.start_ms <= taken_by);
         if maybe_popped_unseen {
             report.unobserved += 1;
         } else if instant <= settled_until || delivering {
@@ -764,6 +773,42 @@ mod tests {
             },
         ];
         let report = check(&clocks, &deliveries, &elsewhere, (10_000, 20_000), 3_000);
+        assert_eq!((report.lost, report.unobserved), (2, 0), "{report:#?}");
+    }
+
+    #[test]
+    fn a_tick_filed_late_after_an_outage_may_be_taken_by_a_pop_that_starts_after_an_older_one_arrives()
+     {
+        // An outage from 11 500: 12 000 and 13 000 are filed only at 15 000. A pop answered at
+        // 15 100 returned 11 000 (it ran before the filing); the pop sent at 15 200 that took
+        // 12 000 and 13 000 went unanswered; 14 000 and 15 000 arrive at 16 000, and the rest
+        // on time. Seen by the simulation
+        // (seed 190 of an early version), where this was counted lost.
+        let clocks = vec![watched("c1", 0, vec![])];
+        let mut deliveries = ticks("c1", 10_000, 20_000);
+        deliveries.retain(|delivery| !(12_000..=13_000).contains(&delivery.scheduled_ms));
+        for delivery in &mut deliveries {
+            delivery.received_ms = match delivery.scheduled_ms {
+                11_000 => 15_100,
+                14_000 | 15_000 => 16_000,
+                _ => delivery.received_ms,
+            };
+        }
+        let unanswered = [UnansweredPop {
+            clock: "c1".into(),
+            start_ms: 15_200,
+            end_ms: 15_900,
+        }];
+        let report = check(&clocks, &deliveries, &unanswered, (10_000, 20_000), 3_000);
+        assert_eq!((report.lost, report.unobserved), (0, 2), "{report:#?}");
+
+        // Once a later instant has arrived, a pop sent after it cannot have taken 12 000.
+        let after = [UnansweredPop {
+            start_ms: 16_100,
+            end_ms: 16_500,
+            ..unanswered[0].clone()
+        }];
+        let report = check(&clocks, &deliveries, &after, (10_000, 20_000), 3_000);
         assert_eq!((report.lost, report.unobserved), (2, 0), "{report:#?}");
     }
 }
