@@ -117,6 +117,10 @@ pub async fn write_at(
             Try::Elsewhere(_) => last = "no leader known".to_string(),
             Try::Failed(why) => last = why,
         }
+        world.record(format_args!(
+            "node {node}: {} tried again: {last}",
+            command.kind()
+        ));
         tokio::time::sleep(RETRY_PAUSE).await;
     }
     Err(last)

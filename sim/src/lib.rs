@@ -6,7 +6,8 @@
 //! ([`tickd_engine::decisions`]) — over simulated ones: a disk that loses what was not
 //! fsynced when a node crashes ([`disk`]), a network that loses, duplicates, delays and cuts
 //! messages ([`network`], [`world`]), a broker that refuses and confirms late ([`broker`]),
-//! and clients and a nemesis that draw every choice from the seed ([`workload`], [`faults`]).
+//! and clients, pollers and a nemesis that draw every choice from the seed ([`workload`],
+//! [`poller`], [`faults`]).
 //! The chaos suite's checkers judge every history ([`run`]).
 //!
 //! Time is virtual: the run is one tokio runtime on one thread with its clock paused, which
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod faults;
 pub mod log_store;
 pub mod network;
+pub mod poller;
 pub mod run;
 pub mod runtime;
 pub mod state_machine;

@@ -1,7 +1,8 @@
 //! One seed's run, from an empty cluster to the checkers' verdict.
 //!
 //! The timeline of a run of `D` simulated seconds: the nodes start and elect a leader; a few
-//! `every.1.seconds` clocks are registered and watched; clients and the nemesis start. The
+//! `every.1.seconds` clocks are registered and watched, three on RabbitMQ and one on an http
+//! queue that two pollers pop until the end; clients and the nemesis start. The
 //! nemesis stops injecting [`HEAL_BEFORE_END`] before the end and heals; the clients stop
 //! then too. At the end every node loses power at once and restarts, and the clocks that
 //! exist are read back for the durability checker.
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use tickd_domain::{Channel, ClockId, Command, Levels, Outcome, Overlap, Schedule};
+use tickd_domain::{Channel, ClockId, Command, Levels, Outcome, Overlap, QueueId, Schedule};
 use tickd_engine::EngineConfig;
 use tickd_raft::NodeId;
 use tickd_tests::chaos::check::{durability, linearizable, liveness, ticks};
@@ -23,6 +24,7 @@ use crate::client;
 use crate::cluster::Cluster;
 use crate::faults;
 use crate::log_store::lock;
+use crate::poller::{self, Polled, Poller};
 use crate::runtime::seed_thread_rng;
 use crate::workload::{Client, Shared, draw_id};
 use crate::world::World;
@@ -57,8 +59,10 @@ pub const HEAL_BEFORE_END: Duration = Duration::from_secs(15);
 /// How soon after the heal a leader must exist and every watched clock tick again: an
 /// election (at most about 1.2 s), the lease, and the catch-up of what fell due.
 pub const LIVENESS_BOUND_MS: u64 = 10_000;
-/// How many `every.1.seconds` clocks the run watches.
-const WATCHED: usize = 3;
+/// How many `every.1.seconds` clocks on RabbitMQ the run watches.
+const WATCHED_RABBIT: usize = 3;
+/// How many pollers pop the watched http clock's queue at once.
+const POLLERS: usize = 2;
 /// Production's default catch-up window (SPEC §7), which the tick checker allows for.
 const CATCH_UP_MS: u64 = 60_000;
 
@@ -149,17 +153,23 @@ async fn await_leader(world: &World, within: Duration) -> Option<(NodeId, u64)> 
     None
 }
 
-/// Registers the watched clocks, each retried until a node acknowledges it.
-async fn register_watched(world: &Arc<World>, rng: &mut Rng, nodes: u64) -> Vec<WatchedClock> {
+/// Registers a watched clock on each of `channels`, each retried until a node acknowledges
+/// it.
+async fn register_watched(
+    world: &Arc<World>,
+    rng: &mut Rng,
+    nodes: u64,
+    channels: &[Channel],
+) -> Vec<WatchedClock> {
     let schedule = Schedule::parse("every.1.seconds")
         .unwrap_or_else(|_| unreachable!("every.1.seconds is a schedule"));
     let mut watched = Vec::new();
-    for number in 0..WATCHED {
+    for (number, channel) in channels.iter().enumerate() {
         let command = Command::Register {
             name: format!("watched-{number}"),
             schedule: schedule.clone(),
             id: draw_id(rng),
-            channel: Channel::Rabbit,
+            channel: channel.clone(),
             max_clocks: 1_000_000,
             now_ms: world.true_ms(),
             overlap: Overlap::Allow,
@@ -233,7 +243,12 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
         Ok(Outcome::LevelSet { .. }) => {}
         other => return Err(format!("the cluster level was not raised: {other:?}")),
     }
-    let watched = register_watched(&world, &mut rng, options.nodes).await;
+    let queue = QueueId::new(draw_id(&mut rng).to_string());
+    let mut channels = vec![Channel::Rabbit; WATCHED_RABBIT];
+    channels.push(Channel::Http {
+        queue_id: queue.clone(),
+    });
+    let watched = register_watched(&world, &mut rng, options.nodes, &channels).await;
     let watch_from = world.true_ms();
 
     let end = world.start + Duration::from_secs(options.seconds.max(30));
@@ -259,6 +274,27 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
             )
         })
         .collect();
+    let polled = Arc::new(Polled::default());
+    let pollers: Vec<_> = match watched.get(WATCHED_RABBIT) {
+        Some(http) => (0..POLLERS)
+            .map(|number| {
+                tokio::spawn(
+                    Poller {
+                        number,
+                        rng: rng.fork(),
+                        world: world.clone(),
+                        nodes: options.nodes,
+                        clock: ClockId::new(http.id.clone()),
+                        queue: queue.clone(),
+                        polled: polled.clone(),
+                        until: end,
+                    }
+                    .run(),
+                )
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     let faults = faults::run(world.clone(), cluster.clone(), rng.fork(), heal_at).await;
     tokio::time::sleep_until(heal_at).await;
     // Every fault is healed by now, and every node runs again.
@@ -267,8 +303,8 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
         .await
         .map(|(_, at)| at);
     tokio::time::sleep_until(end).await;
-    for client in clients {
-        let _ended = client.await;
+    for task in clients.into_iter().chain(pollers) {
+        let _ended = task.await;
     }
     let watch_to = world.true_ms().saturating_sub(3_000);
 
@@ -281,14 +317,18 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
     let final_state = final_state(&world).await;
 
     let events = std::mem::take(&mut *lock(&shared.events));
-    let (deliveries, judged) = {
+    let (mut deliveries, judged) = {
         let mut broker = lock(&world.broker);
         let mut judged = std::mem::take(&mut broker.deposed);
         judged.append(&mut broker.republished);
         (std::mem::take(&mut broker.deliveries), judged)
     };
+    let popped = std::mem::take(&mut *lock(&polled.deliveries));
+    let unanswered = std::mem::take(&mut *lock(&polled.unanswered));
     let mut violations = std::mem::take(&mut *lock(&world.violations));
     violations.extend(judged);
+    violations.extend(poller::popped_twice(&popped));
+    deliveries.extend(popped);
     match &final_state {
         Some(state) => violations.extend(durability::check(&events, state)),
         None => violations.push(Violation {
@@ -300,7 +340,7 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
     let tick_report = ticks::check(
         &watched,
         &deliveries,
-        &[],
+        &unanswered,
         (watch_from, watch_to),
         CATCH_UP_MS,
     );
@@ -312,12 +352,13 @@ async fn simulate(seed: u64, options: Options) -> Result<SeedReport, String> {
         &deliveries,
         LIVENESS_BOUND_MS,
     ));
-    if watched.len() < WATCHED {
+    if watched.len() < channels.len() {
         violations.push(Violation {
             checker: "liveness",
             detail: format!(
-                "only {} of {WATCHED} watched clocks registered in a fault-free start",
-                watched.len()
+                "only {} of {} watched clocks registered in a fault-free start",
+                watched.len(),
+                channels.len()
             ),
         });
     }
