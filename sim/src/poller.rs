@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::client;
 use crate::log_store::lock;
+use crate::workload::draw_request;
 use crate::world::World;
 
 /// The name the exactly-once rule of pops reports under.
@@ -58,10 +59,6 @@ pub struct Poller {
 }
 
 impl Poller {
-    fn draw_request(&mut self) -> String {
-        format!("{:016x}{:016x}", self.rng.next_u64(), self.rng.next_u64())
-    }
-
     /// Pops once through `node`; a node that is down refuses the connection, which pops
     /// nothing and is not recorded.
     async fn pop(&mut self, node: NodeId) {
@@ -72,7 +69,7 @@ impl Poller {
         let remembered = lock(&self.polled.remembered).remove(&incarnation);
         let request = match remembered {
             Some(request) => request,
-            None => self.draw_request(),
+            None => draw_request(&mut self.rng),
         };
         let start_ms = self.world.true_ms();
         let command = Command::Pop {

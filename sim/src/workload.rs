@@ -31,6 +31,12 @@ pub fn draw_id(rng: &mut Rng) -> ClockId {
     ClockId::new(format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64()))
 }
 
+/// A request id drawn from the seed, as the API draws one for a manual tick, pause, resume or
+/// pop: its retries carry it, and apply takes it once.
+pub fn draw_request(rng: &mut Rng) -> String {
+    format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64())
+}
+
 /// What the clients share: the ids registrations returned, and the history.
 #[derive(Default)]
 pub struct Shared {
@@ -80,10 +86,8 @@ fn find_name(registry: &Registry, name: &str) -> Found {
 }
 
 impl Client {
-    /// A request id, as the API draws one for a manual tick, pause or resume: its retries
-    /// carry it, and the ledger applies it once.
     fn draw_request(&mut self) -> String {
-        format!("{:016x}{:016x}", self.rng.next_u64(), self.rng.next_u64())
+        draw_request(&mut self.rng)
     }
 
     fn pick_known(&mut self) -> Option<ClockId> {
